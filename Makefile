@@ -1,0 +1,100 @@
+# ngx_http_prefix_aware_module
+#
+#   make                 build objs/ngx_http_prefix_aware_module.so against
+#                        Debian's nginx-dev (or NGINX_SRC=/path/to/nginx-x.y.z)
+#   make test            everything CI runs: unit tests, nginx suites, fuzz
+#                        smoke, bench smoke
+#   make demo            the module in front of simulated LLM instances
+#   make bench           the full benchmark, results in bench/results/
+
+NGINX_SRC ?= /usr/share/nginx/src
+NGINX_BIN ?= /usr/sbin/nginx
+BUILD     ?= build
+CC        ?= cc
+
+MODULE    = objs/ngx_http_prefix_aware_module.so
+SRC_C     = $(wildcard src/*.c)
+SRC_H     = $(wildcard src/*.h)
+UNIT_C    = $(wildcard t/unit/test_*.c)
+UNIT_BIN  = $(patsubst t/unit/%.c,$(BUILD)/unit/%,$(UNIT_C))
+
+CFLAGS_SRC = -std=c99 -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \
+             -D_POSIX_C_SOURCE=200809L -Isrc
+LIBS_SRC   = -lxxhash -lyajl
+
+# Debian packages the build, the tests and the benchmarks need
+DEB_BUILD = build-essential nginx nginx-dev libxxhash-dev libyajl-dev \
+            libpcre2-dev libssl-dev zlib1g-dev
+DEB_TEST  = libtest-base-perl libwww-perl liburi-perl libipc-run3-perl \
+            libtext-diff-perl libtest-longstring-perl liblist-moreutils-perl \
+            clang libclang-rt-14-dev python3 python3-aiohttp prometheus
+DEB_BENCH = python3-matplotlib wrk haproxy
+
+.PHONY: all module deps deps-test deps-bench unit test test-nginx clean \
+        demo bench fuzz
+
+all: module
+
+module: $(MODULE)
+
+# apt-get only what is missing, so that a prepared machine stays offline
+deps = missing=$$(for p in $(1); do \
+           dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+           | grep -q 'ok installed' || echo $$p; done); \
+       if [ -n "$$missing" ]; then \
+           echo "installing:" $$missing; \
+           apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+           apt-get install -y -qq --no-install-recommends $$missing; \
+       fi
+
+deps:
+	@$(call deps,$(DEB_BUILD))
+
+deps-test: deps
+	@$(call deps,$(DEB_TEST))
+
+deps-bench: deps-test
+	@$(call deps,$(DEB_BENCH))
+
+# nginx's configure writes into its tree, so configure a private copy
+$(BUILD)/nginx/Makefile: config | deps
+	rm -rf $(BUILD)/nginx
+	mkdir -p $(BUILD)
+	cp -r $(NGINX_SRC) $(BUILD)/nginx
+	cd $(BUILD)/nginx && \
+	if [ -f conf_flags ]; then \
+	    . ./conf_flags && \
+	    ./configure "$${NGX_CONF_FLAGS[@]}" \
+	        --add-dynamic-module=$(CURDIR) >configure.log; \
+	else \
+	    ./configure --with-compat --with-debug \
+	        --add-dynamic-module=$(CURDIR) >configure.log; \
+	fi
+	@touch $@
+
+$(MODULE): $(BUILD)/nginx/Makefile ngx_http_prefix_aware_module.c \
+           $(SRC_C) $(SRC_H)
+	$(MAKE) -C $(BUILD)/nginx -f objs/Makefile modules
+	mkdir -p objs
+	cp $(BUILD)/nginx/objs/ngx_http_prefix_aware_module.so $@
+
+# C unit tests of src/, no nginx involved
+$(BUILD)/unit/%: t/unit/%.c $(SRC_C) $(SRC_H) t/unit/unit.h | deps
+	@mkdir -p $(BUILD)/unit
+	$(CC) $(CFLAGS_SRC) -It/unit -o $@ $< $(SRC_C) $(LIBS_SRC)
+
+unit: $(UNIT_BIN)
+	@for t in $(UNIT_BIN); do echo "== $$t"; $$t || exit 1; done
+
+test-nginx: module deps-test
+	TEST_NGINX_BINARY=$(NGINX_BIN) \
+	TEST_NGINX_LOAD_MODULES=$(CURDIR)/$(MODULE) \
+	    prove -I t/lib -r t/
+
+test: deps-test unit test-nginx
+
+clean:
+	rm -rf $(BUILD) objs
+
+-include fuzz/fuzz.mk
+-include bench/bench.mk

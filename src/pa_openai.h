@@ -1,0 +1,80 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * The key of an OpenAI-compatible request (chat/completions, completions),
+ * read with yajl's streaming parser from the body as it comes, buffer by
+ * buffer.  Plain C, no nginx headers.
+ */
+
+
+#ifndef _PA_OPENAI_H_INCLUDED_
+#define _PA_OPENAI_H_INCLUDED_
+
+
+#include <stddef.h>
+#include <stdint.h>
+
+
+#define PA_OAI_MAX_DEPTH   64
+#define PA_OAI_SCAN_BASE   (256 * 1024)
+
+
+typedef struct {
+    void         *(*alloc)(void *ctx, size_t size);   /* never freed */
+    void          *ctx;
+} pa_alloc_t;
+
+
+typedef enum {
+    PA_OAI_MORE = 0,           /* feed more */
+    PA_OAI_DONE,               /* the key is complete, stop feeding */
+    PA_OAI_FALLBACK            /* unusable body, use the raw-byte key */
+} pa_oai_rc_e;
+
+
+typedef enum {
+    PA_OAI_OK = 0,
+    PA_OAI_NOT_JSON,           /* parse error, truncated, invalid utf-8 */
+    PA_OAI_NOT_OBJECT,         /* top level is not an object */
+    PA_OAI_BAD_TYPE,           /* messages/prompt of a wrong type */
+    PA_OAI_TOO_DEEP,           /* nesting over PA_OAI_MAX_DEPTH */
+    PA_OAI_NO_TEXT,            /* neither messages nor prompt */
+    PA_OAI_NOMEM
+} pa_oai_status_e;
+
+
+typedef struct {
+    pa_oai_status_e  status;
+    uint64_t         hash;          /* text + model + cache_salt */
+    size_t           chars;         /* characters of text hashed */
+    size_t           scanned;       /* body bytes given to the parser */
+
+    /* prompt_cache_key, if a top-level string; valid only if status OK */
+    unsigned         has_pck:1;
+    unsigned         pck_invalid:1; /* present but not a 1..64 ascii string */
+    size_t           pck_len;
+    unsigned char    pck[64];
+} pa_oai_result_t;
+
+
+typedef struct pa_oai_s  pa_oai_t;
+
+
+/*
+ * "length": characters of message text to hash; "scan_cap": body bytes
+ * after which parsing stops (0: PA_OAI_SCAN_BASE + 4 * length).
+ * all memory comes from "alloc"; NULL if it fails.
+ */
+pa_oai_t *pa_oai_create(const pa_alloc_t *alloc, size_t length,
+    size_t scan_cap);
+
+pa_oai_rc_e pa_oai_feed(pa_oai_t *x, const unsigned char *p, size_t n);
+
+/* call at the end of the body or after PA_OAI_DONE */
+void pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res);
+
+const char *pa_oai_status_name(pa_oai_status_e status);
+
+
+#endif /* _PA_OPENAI_H_INCLUDED_ */
