@@ -7,6 +7,8 @@
 #   make demo            the module in front of simulated LLM instances
 #   make bench           the full benchmark, results in bench/results/
 
+SHELL     := /bin/bash
+
 NGINX_SRC ?= /usr/share/nginx/src
 NGINX_BIN ?= /usr/sbin/nginx
 BUILD     ?= build

@@ -19,13 +19,23 @@
 #include <xxhash.h>
 
 
-#define PA_ID_MAX_LEN  64
+#define PA_ID_MAX_LEN        64
 
+/* xxhash declares XXH3_state_t with 64-byte alignment */
+#define PA_XXH3_STATE_ALIGN  64
+
+
+/*
+ * the XXH3 state lives at the first 64-byte boundary inside "raw", so
+ * that the struct itself needs only ordinary alignment: a request context
+ * from a pool aligned to 8 or 16 bytes can embed it.  it must not be
+ * moved or copied between pa_body_key_init() and pa_body_key_digest().
+ */
 
 typedef struct {
-    XXH3_state_t    state;
     size_t          left;       /* body bytes still wanted */
     size_t          total;      /* body bytes hashed so far */
+    unsigned char   raw[sizeof(XXH3_state_t) + PA_XXH3_STATE_ALIGN - 1];
 } pa_body_key_t;
 
 

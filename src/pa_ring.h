@@ -68,7 +68,10 @@ typedef struct {
 /* number of points pa_ring_build() needs */
 size_t pa_ring_points(const pa_ring_server_t *servers, uint32_t n);
 
-/* fills "points" (pa_ring_points() of them), sorts them; returns 0 or -1 */
+/*
+ * fills "points" (pa_ring_points() of them), sorts them; returns 0, or -1
+ * if there are no servers, a weight is 0 or the points overflow uint32_t
+ */
 int pa_ring_build(pa_ring_t *ring, pa_ring_point_t *points,
     const pa_ring_server_t *servers, uint32_t n);
 
@@ -86,9 +89,15 @@ int pa_ring_pick(const pa_ring_t *ring, uint64_t hash, uint64_t threshold,
     pa_server_probe_pt probe, void *ctx, unsigned char *seen,
     pa_pick_t *pick);
 
-/* no key: the usable server with the fewest in flight, "start" breaks ties */
+/*
+ * no key: the usable server with the fewest in flight per weight, compared
+ * as in least_conn without division; "weights" may be NULL (all equal),
+ * a weight of 0 counts as 1.  the walk starts at "start" (mod nservers),
+ * so a caller that rotates "start" rotates the ties.
+ */
 int pa_least_loaded(uint32_t nservers, uint32_t start,
-    pa_server_probe_pt probe, void *ctx, pa_pick_t *pick);
+    const uint32_t *weights, pa_server_probe_pt probe, void *ctx,
+    pa_pick_t *pick);
 
 const char *pa_route_name(pa_route_e route);
 
