@@ -5,6 +5,13 @@
  * The key of an OpenAI-compatible request (chat/completions, completions),
  * read with yajl's streaming parser from the body as it comes, buffer by
  * buffer.  Plain C, no nginx headers.
+ *
+ * The key is XXH3 of the first "length" characters (Unicode code points)
+ * of the text: each top-level "messages" element's role and content
+ * (strings, parts' "text", "image_url" and "input_audio" data), or the
+ * top-level "prompt" (strings or token ids); mixed with top-level "model"
+ * and "cache_salt", wherever they are in the body.  Other fields, their
+ * order and whitespace do not change it.
  */
 
 
@@ -39,7 +46,8 @@ typedef enum {
     PA_OAI_NOT_OBJECT,         /* top level is not an object */
     PA_OAI_BAD_TYPE,           /* messages/prompt of a wrong type */
     PA_OAI_TOO_DEEP,           /* nesting over PA_OAI_MAX_DEPTH */
-    PA_OAI_NO_TEXT,            /* neither messages nor prompt */
+    PA_OAI_NO_TEXT,            /* neither messages nor prompt, or no text
+                                  before the scan cap */
     PA_OAI_NOMEM
 } pa_oai_status_e;
 
@@ -62,16 +70,21 @@ typedef struct pa_oai_s  pa_oai_t;
 
 
 /*
- * "length": characters of message text to hash; "scan_cap": body bytes
- * after which parsing stops (0: PA_OAI_SCAN_BASE + 4 * length).
- * all memory comes from "alloc"; NULL if it fails.
+ * "length": characters of message text to hash, >= 1; "scan_cap": body
+ * bytes after which parsing stops (0: PA_OAI_SCAN_BASE + 4 * length).
+ * all memory comes from "alloc"; NULL if it fails or "length" is 0.
  */
 pa_oai_t *pa_oai_create(const pa_alloc_t *alloc, size_t length,
     size_t scan_cap);
 
+/*
+ * "p" is not kept after the call; once DONE or FALLBACK, the same is
+ * returned and nothing more is read.  At the scan cap: DONE if some text
+ * was seen, else FALLBACK (PA_OAI_NO_TEXT).
+ */
 pa_oai_rc_e pa_oai_feed(pa_oai_t *x, const unsigned char *p, size_t n);
 
-/* call at the end of the body or after PA_OAI_DONE */
+/* call at the end of the body or after DONE/FALLBACK; may be repeated */
 void pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res);
 
 const char *pa_oai_status_name(pa_oai_status_e status);

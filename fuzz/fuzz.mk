@@ -1,0 +1,52 @@
+# fuzz/fuzz.mk, included by the top Makefile
+#
+#   make fuzz            libFuzzer on src/pa_openai.c for FUZZ_SECONDS (60)
+#   make fuzz-smoke      the same for 10 seconds; fails on a crash
+#   make bench-extract   throughput of the OpenAI extractor, in MB/s
+#
+# The seed corpus fuzz/corpus/openai is only read: new inputs go to
+# $(BUILD)/fuzz/corpus.  A crash is written to fuzz/corpus/openai/crash-*
+# and so becomes a regression input, replayed by every later fuzz run and
+# by t/unit/test_openai.c (make unit).
+
+FUZZ_SECONDS   ?= 60
+FUZZ_CC        ?= clang
+FUZZ_CFLAGS     = -std=c99 -O1 -g -fno-omit-frame-pointer \
+                  -fsanitize=fuzzer,address,undefined \
+                  -fno-sanitize-recover=all \
+                  -D_POSIX_C_SOURCE=200809L -Isrc
+FUZZ_SRC        = src/pa_openai.c src/pa_yajl.c
+FUZZ_HDR        = src/pa_openai.h src/pa_yajl.h
+FUZZ_BIN        = $(BUILD)/fuzz/fuzz_openai
+FUZZ_SEEDS      = fuzz/corpus/openai
+FUZZ_WORK       = $(BUILD)/fuzz/corpus
+FUZZ_RUN        = $(FUZZ_BIN) -dict=fuzz/openai.dict -max_len=8192 \
+                  -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+                  -artifact_prefix=$(FUZZ_SEEDS)/ $(FUZZ_WORK) $(FUZZ_SEEDS)
+
+BENCH_EXTRACT_BIN = $(BUILD)/bench/bench_extract
+
+.PHONY: fuzz fuzz-smoke fuzz-deps bench-extract
+
+fuzz-deps:
+	@$(call deps,clang libclang-rt-14-dev libyajl-dev libxxhash-dev)
+
+$(FUZZ_BIN): fuzz/fuzz_openai.c $(FUZZ_SRC) $(FUZZ_HDR) | fuzz-deps
+	@mkdir -p $(BUILD)/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_openai.c $(FUZZ_SRC) \
+	    -lyajl -lxxhash
+
+fuzz: $(FUZZ_BIN)
+	@mkdir -p $(FUZZ_WORK)
+	$(FUZZ_RUN) -max_total_time=$(FUZZ_SECONDS)
+
+fuzz-smoke: $(FUZZ_BIN)
+	@mkdir -p $(FUZZ_WORK)
+	$(FUZZ_RUN) -max_total_time=10
+
+$(BENCH_EXTRACT_BIN): bench/bench_extract.c $(FUZZ_SRC) $(FUZZ_HDR) | deps
+	@mkdir -p $(BUILD)/bench
+	$(CC) $(CFLAGS_SRC) -o $@ bench/bench_extract.c $(FUZZ_SRC) $(LIBS_SRC)
+
+bench-extract: $(BENCH_EXTRACT_BIN)
+	$(BENCH_EXTRACT_BIN)

@@ -1,0 +1,1264 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * Unit tests of src/pa_openai.c, the key of an OpenAI-compatible body.
+ * Also replays the fuzz corpus fuzz/corpus/openai (crash regressions
+ * included) when run from the top of the repository.
+ */
+
+
+#include <dirent.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pa_openai.h"
+#include "unit.h"
+
+
+#define T_CORPUS  "fuzz/corpus/openai"
+#define T_MSG10                                                               \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"0123456789\"}]}"
+
+
+/* an arena: every block is kept in a list and freed by t_reset() */
+
+typedef struct t_block_s  t_block_t;
+
+struct t_block_s {
+    t_block_t      *next;
+    size_t          pad;
+};
+
+
+typedef struct {
+    t_block_t      *blocks;
+    long            fail_at;    /* the allocation that fails, -1: none */
+    long            count;
+} t_arena_t;
+
+
+static void *t_alloc(void *ctx, size_t size);
+static void t_reset(t_arena_t *a);
+static pa_oai_rc_e t_run(const char *body, size_t len, size_t length,
+    size_t cap, size_t chunk, pa_oai_result_t *res);
+static pa_oai_rc_e t_run_arena(t_arena_t *a, const unsigned char *body,
+    size_t len, size_t length, size_t cap, size_t chunk,
+    pa_oai_result_t *res);
+static int t_ok(const char *body, size_t length, pa_oai_result_t *res);
+static uint64_t t_hash(const char *body, size_t length);
+static pa_oai_status_e t_status(const char *body);
+static uint32_t t_rand(void);
+
+static void test_fields(void);
+static void test_cut(void);
+static void test_multibyte(void);
+static void test_cut_random(void);
+static size_t t_utf8(char *p, size_t nchars, char *offs[]);
+static void test_completions(void);
+static void test_splits(void);
+static void test_pck(void);
+static void test_fallbacks(void);
+static void test_early_stop(void);
+static void test_nomem(void);
+static void test_corpus(void);
+
+
+static t_arena_t  t_arena = { NULL, -1, 0 };
+static uint32_t   t_seed = 12345;
+
+
+static const char *t_chat =
+    "{\"model\":\"llama-3\",\"temperature\":0.2,\"messages\":["
+    "{\"role\":\"system\",\"content\":\"You are a helpful assistant.\"},"
+    "{\"role\":\"user\",\"content\":\"What is the capital of France?\"}"
+    "],\"max_tokens\":100,\"stream\":false}";
+
+
+int
+main(void)
+{
+    test_fields();
+    test_cut();
+    test_multibyte();
+    test_cut_random();
+    test_completions();
+    test_splits();
+    test_pck();
+    test_fallbacks();
+    test_early_stop();
+    test_nomem();
+    test_corpus();
+
+    t_reset(&t_arena);
+
+    return UNIT_DONE();
+}
+
+
+/* same messages, other fields, order and whitespace; model and salt */
+
+static void
+test_fields(void)
+{
+    uint64_t         h;
+    pa_oai_result_t  r;
+
+    CHECK(t_ok(t_chat, 1024, &r));
+    CHECK(r.chars == strlen("system" "You are a helpful assistant."
+                            "user" "What is the capital of France?"));
+    CHECK(r.has_pck == 0 && r.pck_invalid == 0);
+
+    h = r.hash;
+
+    /* other temperature, max_tokens, stream; other order; whitespace */
+
+    CHECK(t_hash(
+        "{ \"stream\" : true ,\n \"max_tokens\": 7,\n"
+        "  \"messages\" : [ { \"content\" : \"You are a helpful assistant.\","
+        " \"role\" : \"system\" } ,\n\t{\"content\":"
+        "\"What is the capital of France?\", \"name\": \"bob\","
+        " \"role\":\"user\"}],\r\n \"temperature\": 1.5e0,"
+        " \"n\": null, \"model\": \"llama-3\", \"x\": {\"model\": \"m\"}}",
+        1024) == h);
+
+    CHECK(t_hash(
+        "{\"messages\":[{\"role\":\"system\",\"content\":"
+        "[{\"type\":\"text\",\"text\":\"You are a helpful assistant.\"}]},"
+        "{\"role\":\"user\",\"content\":\"What is the capital of France?\"}"
+        "],\"model\":\"llama-3\",\"seed\":12345678901234567890123}",
+        1024) == h);
+
+    /* model after the messages, a nested model does not count */
+
+    CHECK(t_hash(
+        "{\"messages\":[{\"role\":\"system\",\"content\":"
+        "\"You are a helpful assistant.\",\"model\":\"other\"},"
+        "{\"role\":\"user\",\"content\":\"What is the capital of France?\"}"
+        "],\"model\":\"llama-3\"}", 1024) == h);
+
+    CHECK(t_hash(
+        "{\"messages\":[{\"role\":\"system\",\"content\":"
+        "\"You are a helpful assistant.\"},"
+        "{\"role\":\"user\",\"content\":\"What is the capital of France?\"}"
+        "]}", 1024) != h);
+
+    CHECK(t_hash(
+        "{\"model\":\"llama-3\",\"messages\":[{\"role\":\"system\","
+        "\"content\":\"You are a helpful assistant.\",\"model\":\"x\"},"
+        "{\"role\":\"user\",\"content\":\"What is the capital of France?\","
+        "\"cache_salt\":\"y\",\"prompt_cache_key\":7}],"
+        "\"x\":{\"model\":\"z\",\"cache_salt\":\"z\"}}", 1024) == h);
+
+    /* a different model or cache_salt */
+
+    CHECK(t_hash(
+        "{\"model\":\"llama-4\",\"messages\":["
+        "{\"role\":\"system\",\"content\":\"You are a helpful assistant.\"},"
+        "{\"role\":\"user\",\"content\":\"What is the capital of France?\"}"
+        "]}", 1024) != h);
+
+    CHECK(t_hash(
+        "{\"model\":\"llama-3\",\"cache_salt\":\"tenant-a\",\"messages\":["
+        "{\"role\":\"system\",\"content\":\"You are a helpful assistant.\"},"
+        "{\"role\":\"user\",\"content\":\"What is the capital of France?\"}"
+        "]}", 1024) != h);
+
+    CHECK(t_hash(
+        "{\"model\":\"llama-3\",\"cache_salt\":\"tenant-a\",\"messages\":["
+        "{\"role\":\"user\",\"content\":\"hi\"}]}", 1024)
+          != t_hash(
+        "{\"model\":\"llama-3\",\"cache_salt\":\"tenant-b\",\"messages\":["
+        "{\"role\":\"user\",\"content\":\"hi\"}]}", 1024));
+
+    CHECK(t_hash(
+        "{\"model\":\"llama-3\",\"messages\":["
+        "{\"role\":\"user\",\"content\":\"hi\"}],\"cache_salt\":\"s\"}", 1024)
+          == t_hash(
+        "{\"cache_salt\":\"s\",\"messages\":["
+        "{\"role\":\"user\",\"content\":\"hi\"}],\"model\":\"llama-3\"}",
+        1024));
+
+    /* the separators: "ab"+"c" is not "a"+"bc", roles are not contents */
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"ab\",\"content\":\"c\"}]}", 16)
+          != t_hash("{\"messages\":[{\"role\":\"a\",\"content\":\"bc\"}]}",
+                    16));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"u\",\"content\":"
+                 "[{\"text\":\"ab\"},{\"text\":\"c\"}]}]}", 16)
+          != t_hash("{\"messages\":[{\"role\":\"u\",\"content\":"
+                    "[{\"text\":\"a\"},{\"text\":\"bc\"}]}]}", 16));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"u\",\"content\":\"ab\"},"
+                 "{\"role\":\"u\",\"content\":\"c\"}]}", 16)
+          != t_hash("{\"messages\":[{\"role\":\"u\",\"content\":\"abc\"}]}",
+                    16));
+
+    /* parts: text, image_url (object or string), input_audio count */
+
+    CHECK(t_ok("{\"messages\":[{\"role\":\"user\",\"content\":["
+               "{\"type\":\"text\",\"text\":\"look\"},"
+               "{\"type\":\"image_url\",\"image_url\":"
+               "{\"url\":\"data:image/png;base64,AAAA\",\"detail\":\"low\"}},"
+               "{\"type\":\"input_audio\",\"input_audio\":"
+               "{\"data\":\"UklG\",\"format\":\"wav\"}},"
+               "{\"type\":\"image_url\",\"image_url\":\"http://x/a.png\"}"
+               "]}]}", 1024, &r));
+    CHECK(r.chars == strlen("user" "look" "data:image/png;base64,AAAA"
+                            "UklG" "http://x/a.png"));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"user\",\"content\":["
+                 "{\"type\":\"image_url\",\"image_url\":{\"url\":\"A\"}}]}]}",
+                 1024)
+          != t_hash("{\"messages\":[{\"role\":\"user\",\"content\":["
+                    "{\"type\":\"image_url\",\"image_url\":{\"url\":\"B\"}}"
+                    "]}]}", 1024));
+
+    /* content before role: the same key; a message without a role */
+
+    CHECK(t_hash("{\"messages\":[{\"content\":[{\"text\":\"hello\"},"
+                 "{\"text\":\"world\"}],\"role\":\"user\"},"
+                 "{\"content\":\"x\",\"role\":\"assistant\"}]}", 1024)
+          == t_hash("{\"messages\":[{\"role\":\"user\",\"content\":"
+                    "[{\"text\":\"hello\"},{\"text\":\"world\"}]},"
+                    "{\"role\":\"assistant\",\"content\":\"x\"}]}", 1024));
+
+    CHECK(t_hash("{\"messages\":[{\"content\":\"hello world\","
+                 "\"role\":\"user\"}]}", 8)
+          == t_hash("{\"messages\":[{\"role\":\"user\","
+                    "\"content\":\"hello wXXXX\"}]}", 8));
+
+    CHECK(t_ok("{\"messages\":[{\"content\":\"hi\"},"
+               "{\"role\":\"assistant\",\"content\":null,"
+               "\"tool_calls\":[{\"id\":\"1\"}]}]}", 1024, &r));
+    CHECK(r.chars == 2 + 9);
+
+    /* a fresh message forgets the previous one's pending content */
+
+    CHECK(t_hash("{\"messages\":[{\"content\":\"a\"},{\"content\":\"b\","
+                 "\"role\":\"r\"}]}", 1024)
+          == t_hash("{\"messages\":[{\"content\":\"a\"},{\"role\":\"r\","
+                    "\"content\":\"b\"}]}", 1024));
+}
+
+
+/* the cut at "length" characters */
+
+static void
+test_cut(void)
+{
+    pa_oai_result_t  r;
+
+    /* "user" is 4 characters, content 0123456789: length 10 ends at '5' */
+
+    CHECK(t_ok(T_MSG10, 10, &r));
+    CHECK(r.chars == 10);
+
+    /* a change inside the first 10 characters */
+
+    CHECK(t_hash(T_MSG10, 10)
+          != t_hash("{\"messages\":[{\"role\":\"user\","
+                    "\"content\":\"012X456789\"}]}", 10));
+
+    CHECK(t_hash(T_MSG10, 10)
+          != t_hash("{\"messages\":[{\"role\":\"user\","
+                    "\"content\":\"01234X6789\"}]}", 10));
+
+    CHECK(t_hash(T_MSG10, 10)
+          != t_hash("{\"messages\":[{\"role\":\"usex\","
+                    "\"content\":\"0123456789\"}]}", 10));
+
+    /* a change at character 10 (0-based) and after */
+
+    CHECK(t_hash(T_MSG10, 10)
+          == t_hash("{\"messages\":[{\"role\":\"user\","
+                    "\"content\":\"012345X789\"}]}", 10));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"user\",\"content\":\"012345\"}]}",
+                 10)
+          == t_hash("{\"messages\":[{\"role\":\"user\","
+                    "\"content\":\"0123456789\"}]}", 10));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"user\",\"content\":\"012345\"}]}",
+                 10)
+          == t_hash("{\"messages\":[{\"role\":\"user\",\"content\":\"012345\"},"
+                    "{\"role\":\"user\",\"content\":\"more\"}]}", 10));
+
+    /* the 11th character differs, the 10th is the same: 10 vs 11 */
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"user\",\"content\":\"012345a\"}]}",
+                 10)
+          == t_hash("{\"messages\":[{\"role\":\"user\","
+                    "\"content\":\"012345b\"}]}", 10));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"user\",\"content\":\"012345a\"}]}",
+                 11)
+          != t_hash("{\"messages\":[{\"role\":\"user\","
+                    "\"content\":\"012345b\"}]}", 11));
+
+    /* the role counts: length 4 is the role only */
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", 4)
+          == t_hash("{\"messages\":[{\"role\":\"user\",\"content\":\"b\"}]}",
+                    4));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", 5)
+          != t_hash("{\"messages\":[{\"role\":\"user\",\"content\":\"b\"}]}",
+                    5));
+
+    /* the character at "length" in a later message */
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"s\",\"content\":\"abc\"},"
+                 "{\"role\":\"u\",\"content\":\"defX\"}]}", 8)
+          == t_hash("{\"messages\":[{\"role\":\"s\",\"content\":\"abc\"},"
+                    "{\"role\":\"u\",\"content\":\"defY\"}]}", 8));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"s\",\"content\":\"abc\"},"
+                 "{\"role\":\"u\",\"content\":\"deXY\"}]}", 8)
+          != t_hash("{\"messages\":[{\"role\":\"s\",\"content\":\"abc\"},"
+                    "{\"role\":\"u\",\"content\":\"defY\"}]}", 8));
+
+    /* length 1: the first character only */
+
+    CHECK(t_ok("{\"messages\":[{\"role\":\"user\",\"content\":\"abc\"}]}",
+               1, &r));
+    CHECK(r.chars == 1);
+    CHECK(r.hash == t_hash("{\"messages\":[{\"role\":\"uXXX\"}]}", 1));
+}
+
+
+/* characters are code points, also when escaped */
+
+static void
+test_multibyte(void)
+{
+    pa_oai_result_t  r;
+
+    /* 中文字 is 3 characters of 3 bytes; role "u" is 1 */
+
+    CHECK(t_ok("{\"messages\":[{\"role\":\"u\","
+               "\"content\":\"\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\"}]}",
+               1024, &r));
+    CHECK(r.chars == 4);
+
+    CHECK(t_ok("{\"messages\":[{\"role\":\"u\","
+               "\"content\":\"\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\"}]}",
+               3, &r));
+    CHECK(r.chars == 3);
+
+    /* the boundary: 3 characters take u中文, the 4th differs */
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"u\","
+                 "\"content\":\"\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\"}]}", 3)
+          == t_hash("{\"messages\":[{\"role\":\"u\","
+                    "\"content\":\"\xe4\xb8\xad\xe6\x96\x87X\"}]}", 3));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"u\","
+                 "\"content\":\"\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\"}]}", 4)
+          != t_hash("{\"messages\":[{\"role\":\"u\","
+                    "\"content\":\"\xe4\xb8\xad\xe6\x96\x87X\"}]}", 4));
+
+    /* the 2nd character differs in its last byte only */
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"u\","
+                 "\"content\":\"\xe4\xb8\xad\xe6\x96\x87\"}]}", 3)
+          != t_hash("{\"messages\":[{\"role\":\"u\","
+                    "\"content\":\"\xe4\xb8\xad\xe6\x96\x88\"}]}", 3));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"u\","
+                 "\"content\":\"\xe4\xb8\xad\xe6\x96\x87\"}]}", 2)
+          == t_hash("{\"messages\":[{\"role\":\"u\","
+                    "\"content\":\"\xe4\xb8\xad\xe6\x96\x88\"}]}", 2));
+
+    /* an emoji is 4 bytes, 1 character */
+
+    CHECK(t_ok("{\"messages\":[{\"role\":\"u\","
+               "\"content\":\"\xf0\x9f\x98\x80\xf0\x9f\x98\x81!\"}]}",
+               1024, &r));
+    CHECK(r.chars == 4);
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"u\","
+                 "\"content\":\"\xf0\x9f\x98\x80\xf0\x9f\x98\x81\"}]}", 2)
+          == t_hash("{\"messages\":[{\"role\":\"u\","
+                    "\"content\":\"\xf0\x9f\x98\x80\xf0\x9f\x98\x82\"}]}", 2));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"u\","
+                 "\"content\":\"\xf0\x9f\x98\x80\xf0\x9f\x98\x81\"}]}", 3)
+          != t_hash("{\"messages\":[{\"role\":\"u\","
+                    "\"content\":\"\xf0\x9f\x98\x80\xf0\x9f\x98\x82\"}]}", 3));
+
+    /* escapes are decoded: \u4e2d is 中, \ud83d\ude00 is the emoji */
+
+    CHECK(t_ok("{\"messages\":[{\"role\":\"u\","
+               "\"content\":\"\\u4e2d\\ud83d\\ude00\\n\"}]}", 1024, &r));
+    CHECK(r.chars == 4);
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"u\",\"content\":\"\\u4e2d\"}]}",
+                 1024)
+          == t_hash("{\"messages\":[{\"role\":\"u\","
+                    "\"content\":\"\xe4\xb8\xad\"}]}", 1024));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"u\","
+                 "\"content\":\"\\ud83d\\ude00\"}]}", 1024)
+          == t_hash("{\"messages\":[{\"role\":\"u\","
+                    "\"content\":\"\xf0\x9f\x98\x80\"}]}", 1024));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"\\u0075\","
+                 "\"content\":\"\\u4e2d\\ud83d\\ude00x\"}]}", 3)
+          == t_hash("{\"messages\":[{\"role\":\"u\","
+                    "\"content\":\"\xe4\xb8\xad\xf0\x9f\x98\x80y\"}]}", 3));
+
+    CHECK(t_hash("{\"messages\":[{\"role\":\"u\","
+                 "\"content\":\"\\u4e2d\\ud83d\\ude00x\"}]}", 4)
+          != t_hash("{\"messages\":[{\"role\":\"u\","
+                    "\"content\":\"\xe4\xb8\xad\xf0\x9f\x98\x80y\"}]}", 4));
+
+    /* pending content (before the role) is cut at code points too */
+
+    CHECK(t_hash("{\"messages\":[{\"content\":\"\xe4\xb8\xad\xe6\x96\x87\","
+                 "\"role\":\"u\"}]}", 2)
+          == t_hash("{\"messages\":[{\"role\":\"u\","
+                    "\"content\":\"\xe4\xb8\xadX\"}]}", 2));
+}
+
+
+/* random 1..4-byte characters: the cut is exact at every length */
+
+static void
+test_cut_random(void)
+{
+    int              round;
+    char            *offs[201], text[1024], body[2048], alt[2048];
+    size_t           len, nchars, k, bad;
+    uint64_t         h;
+    pa_oai_result_t  r;
+
+    bad = 0;
+
+    for (round = 0; round < 20; round++) {
+        nchars = 1 + t_rand() % 200;
+        len = t_utf8(text, nchars, offs);
+
+        snprintf(body, sizeof(body), "{\"prompt\":\"%s\"}", text);
+
+        for (k = 1; k <= nchars + 2; k++) {
+            if (!t_ok(body, k, &r)) {
+                bad++;
+                continue;
+            }
+
+            h = r.hash;
+
+            if (r.chars != (k < nchars ? k : nchars)) {
+                bad++;
+            }
+
+            /* the text cut at k characters by hand: the same */
+
+            snprintf(alt, sizeof(alt), "{\"prompt\":\"%.*s\"}",
+                     (int) (k < nchars ? offs[k] - text : (long) len), text);
+
+            if (t_hash(alt, k) != h) {
+                bad++;
+            }
+
+            /* character k changed: the same; character k - 1: not */
+
+            if (k < nchars) {
+                snprintf(alt, sizeof(alt), "{\"prompt\":\"%.*s#%s\"}",
+                         (int) (offs[k] - text), text, offs[k + 1]);
+
+                if (t_hash(alt, k) != h) {
+                    bad++;
+                }
+            }
+
+            if (k <= nchars) {
+                snprintf(alt, sizeof(alt), "{\"prompt\":\"%.*s#%s\"}",
+                         (int) (offs[k - 1] - text), text, offs[k]);
+
+                if (t_hash(alt, k) == h) {
+                    bad++;
+                }
+            }
+        }
+    }
+
+    CHECK_MSG(bad == 0, "%zu mismatches", bad);
+}
+
+
+/* "nchars" random characters of 1 to 4 bytes, none of them '#' */
+
+static size_t
+t_utf8(char *p, size_t nchars, char *offs[])
+{
+    char      *start;
+    size_t     i;
+    uint32_t   r;
+
+    start = p;
+
+    for (i = 0; i < nchars; i++) {
+        offs[i] = p;
+        r = t_rand();
+
+        switch (r % 4) {
+        case 0:
+            *p++ = 'a' + (r >> 8) % 26;
+            break;
+        case 1:
+            *p++ = (char) 0xc3;
+            *p++ = (char) (0x80 + (r >> 8) % 64);
+            break;
+        case 2:
+            *p++ = (char) 0xe4;
+            *p++ = (char) (0x80 + (r >> 8) % 64);
+            *p++ = (char) (0x80 + (r >> 16) % 64);
+            break;
+        default:
+            *p++ = (char) 0xf0;
+            *p++ = (char) 0x9f;
+            *p++ = (char) (0x80 + (r >> 8) % 64);
+            *p++ = (char) (0x80 + (r >> 16) % 64);
+            break;
+        }
+    }
+
+    offs[nchars] = p;
+    *p = '\0';
+
+    return p - start;
+}
+
+
+static void
+test_completions(void)
+{
+    uint64_t         h;
+    pa_oai_result_t  r;
+
+    CHECK(t_ok("{\"model\":\"m\",\"prompt\":\"Once upon a time\"}", 1024, &r));
+    CHECK(r.chars == 16);
+    h = r.hash;
+
+    CHECK(t_hash("{\"prompt\":\"Once upon a time\",\"max_tokens\":5,"
+                 "\"model\":\"m\",\"echo\":true}", 1024) == h);
+    CHECK(t_hash("{\"model\":\"m2\",\"prompt\":\"Once upon a time\"}", 1024)
+          != h);
+    CHECK(t_hash("{\"model\":\"m\",\"prompt\":\"Once upon a tiMe\"}", 1024)
+          != h);
+    CHECK(t_hash("{\"model\":\"m\",\"prompt\":\"Once upon a tiMe\"}", 14)
+          == t_hash("{\"model\":\"m\",\"prompt\":\"Once upon a time\"}", 14));
+
+    /* an array of strings */
+
+    CHECK(t_ok("{\"model\":\"m\",\"prompt\":[\"Once upon\",\" a time\"]}",
+               1024, &r));
+    CHECK(r.chars == 16);
+    CHECK(r.hash != h);
+
+    CHECK(t_hash("{\"model\":\"m\",\"prompt\":[\"Once upon\",\" a time\"]}",
+                 1024)
+          != t_hash("{\"model\":\"m\",\"prompt\":[\"Once upon \",\"a time\"]}",
+                    1024));
+
+    /* token ids: their decimal text */
+
+    CHECK(t_ok("{\"model\":\"m\",\"prompt\":[1, 23, 456]}", 1024, &r));
+    CHECK(r.chars == 6);
+    h = r.hash;
+
+    CHECK(t_hash("{\"model\":\"m\",\"prompt\":[1,23,456]}", 1024) == h);
+    CHECK(t_hash("{\"model\":\"m\",\"prompt\":[12,3,456]}", 1024) != h);
+    CHECK(t_hash("{\"model\":\"m\",\"prompt\":[1,23,457]}", 1024) != h);
+    CHECK(t_hash("{\"model\":\"m\",\"prompt\":[1,23,457]}", 5)
+          == t_hash("{\"model\":\"m\",\"prompt\":[1,23,458]}", 5));
+    CHECK(t_hash("{\"model\":\"m\",\"prompt\":[1,23,457]}", 5)
+          == t_hash("{\"model\":\"m\",\"prompt\":[1,23,45]}", 5));
+    CHECK(t_hash("{\"model\":\"m\",\"prompt\":[1,23,457]}", 5)
+          != t_hash("{\"model\":\"m\",\"prompt\":[1,23,4]}", 5));
+    CHECK(t_hash("{\"model\":\"m\",\"prompt\":[1,23,457]}", 6)
+          != t_hash("{\"model\":\"m\",\"prompt\":[1,23,458]}", 6));
+
+    /* arrays of token ids */
+
+    CHECK(t_ok("{\"model\":\"m\",\"prompt\":[[1,2],[3]]}", 1024, &r));
+    CHECK(r.chars == 3);
+    CHECK(r.hash != t_hash("{\"model\":\"m\",\"prompt\":[[1],[2,3]]}", 1024));
+    CHECK(r.hash == t_hash("{\"model\":\"m\",\"prompt\":[[1,2],[3]]}", 1024));
+    CHECK(t_hash("{\"prompt\":[[1,23]]}", 1024)
+          != t_hash("{\"prompt\":[[12,3]]}", 1024));
+    CHECK(t_hash("{\"prompt\":[[1,2,3]]}", 1024)
+          != t_hash("{\"prompt\":[1,2,3]}", 1024));
+
+    /* huge numbers are text as well */
+
+    CHECK(t_ok("{\"prompt\":[1e999999,-0.5E-999999,"
+               "1234567890123456789012345678901234567890123456789012345678"
+               "901234567890123456789012345678901234567890]}", 1024, &r));
+    CHECK(r.chars == 8 + 12 + 100);
+
+    CHECK(t_ok("{\"prompt\":\"x\",\"seed\":1e999999,\"n\":"
+               "123456789012345678901234567890123456789012345678901234567890"
+               "123456789012345678901234567890123456789012345678901234567890"
+               "123456789012345678901234567890123456789012345678901234567890"
+               "123456789012345678901234567890123456789012345678901234567890"
+               "123456789012345678901234567890123456789012345678901234567890"
+               "123456789012345678901234567890123456789012345678901234567890"
+               "123456789012345678901234567890123456789012345678901234567890"
+               "}", 1024, &r));
+    CHECK(r.chars == 1);
+
+    /* an empty prompt or messages is a key all the same */
+
+    CHECK(t_ok("{\"prompt\":\"\"}", 1024, &r));
+    CHECK(r.chars == 0);
+    CHECK(t_ok("{\"messages\":[]}", 1024, &r));
+    CHECK(r.chars == 0);
+}
+
+
+/* any split of the body gives the same result */
+
+static void
+test_splits(void)
+{
+    size_t           i, len, pos, chunk;
+    uint64_t         h;
+    pa_oai_rc_e      rc;
+    pa_oai_result_t  r;
+    unsigned char   *p;
+    pa_oai_t        *x;
+    pa_alloc_t       a;
+
+    static const char  *bodies[] = {
+        "{\"model\":\"llama-3\",\"temperature\":0.2,\"messages\":["
+        "{\"role\":\"system\",\"content\":\"You are \\u4e2d helpful.\"},"
+        "{\"content\":[{\"type\":\"text\",\"text\":\"\xf0\x9f\x98\x80 w\"},"
+        "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:AAAA\"}}],"
+        "\"role\":\"user\"}],\"cache_salt\":\"s\",\"max_tokens\":12345,"
+        "\"prompt_cache_key\":\"user-42\",\"stream\":true}",
+
+        ("{\"prompt\":[[101,2023,2003],[101,1037]],\"model\":\"m\","
+         "\"logprobs\":-1.5e+10,\"echo\":false,\"suffix\":null}"),
+
+        "{\"prompt\":[\"abc\", \"\\ud83d\\ude00\\ud83d\\ude01\", \"xyz\"]}"
+    };
+
+    a.alloc = t_alloc;
+    a.ctx = &t_arena;
+
+    for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        len = strlen(bodies[i]);
+
+        CHECK(t_ok(bodies[i], 1024, &r));
+        h = r.hash;
+
+        CHECK(t_run(bodies[i], len, 1024, 0, 1, &r) == PA_OAI_DONE);
+        CHECK(r.status == PA_OAI_OK && r.hash == h);
+        CHECK(r.scanned == len);
+
+        CHECK(t_ok(bodies[i], 7, &r));
+        CHECK(t_run(bodies[i], len, 7, 0, 1, &r) == PA_OAI_DONE);
+        CHECK(r.status == PA_OAI_OK
+              && r.hash == t_hash(bodies[i], 7) && r.chars == 7);
+
+        /* random splits, each in its own buffer */
+
+        for (chunk = 0; chunk < 200; chunk++) {
+            x = pa_oai_create(&a, 1024, 0);
+            CHECK(x != NULL);
+            if (x == NULL) {
+                break;
+            }
+
+            rc = PA_OAI_MORE;
+            pos = 0;
+
+            while (pos < len && rc == PA_OAI_MORE) {
+                size_t  n = 1 + t_rand() % 13;
+
+                if (n > len - pos) {
+                    n = len - pos;
+                }
+
+                p = malloc(n);
+                memcpy(p, bodies[i] + pos, n);
+                rc = pa_oai_feed(x, p, n);
+                memset(p, 'Z', n);
+                free(p);
+
+                pos += n;
+            }
+
+            pa_oai_finish(x, &r);
+            CHECK_MSG(r.status == PA_OAI_OK && r.hash == h,
+                      "body %zu, split %zu", i, chunk);
+
+            t_reset(&t_arena);
+        }
+    }
+}
+
+
+static void
+test_pck(void)
+{
+    char             buf[256];
+    pa_oai_result_t  r;
+
+    CHECK(t_ok("{\"prompt\":\"x\",\"prompt_cache_key\":\"user-42\"}", 16,
+               &r));
+    CHECK(r.has_pck == 1 && r.pck_invalid == 0);
+    CHECK(r.pck_len == 7 && memcmp(r.pck, "user-42", 7) == 0);
+
+    /* it does not change the hash */
+
+    CHECK(r.hash == t_hash("{\"prompt\":\"x\"}", 16));
+
+    /* 64 characters: valid; 65: not */
+
+    snprintf(buf, sizeof(buf), "{\"prompt\":\"x\",\"prompt_cache_key\":"
+             "\"%s\"}",
+             "0123456789012345678901234567890123456789012345678901234567 !~");
+    CHECK(t_ok(buf, 16, &r));
+    CHECK(r.has_pck == 1 && r.pck_invalid == 0 && r.pck_len == 61);
+
+    snprintf(buf, sizeof(buf), "{\"prompt\":\"x\",\"prompt_cache_key\":"
+             "\"%s\"}",
+             "01234567890123456789012345678901234567890123456789"
+             "01234567890123");
+    CHECK(t_ok(buf, 16, &r));
+    CHECK(r.has_pck == 1 && r.pck_invalid == 0 && r.pck_len == 64);
+    CHECK(memcmp(r.pck, "01234567890123456789012345678901234567890123456789"
+                 "01234567890123", 64) == 0);
+
+    snprintf(buf, sizeof(buf), "{\"prompt\":\"x\",\"prompt_cache_key\":"
+             "\"%s\"}",
+             "01234567890123456789012345678901234567890123456789"
+             "012345678901234");
+    CHECK(t_ok(buf, 16, &r));
+    CHECK(r.has_pck == 0 && r.pck_invalid == 1);
+
+    CHECK(t_ok("{\"prompt\":\"x\",\"prompt_cache_key\":12}", 16, &r));
+    CHECK(r.has_pck == 0 && r.pck_invalid == 1);
+
+    CHECK(t_ok("{\"prompt\":\"x\",\"prompt_cache_key\":\"\"}", 16, &r));
+    CHECK(r.has_pck == 0 && r.pck_invalid == 1);
+
+    CHECK(t_ok("{\"prompt\":\"x\",\"prompt_cache_key\":\"caf\xc3\xa9\"}", 16,
+               &r));
+    CHECK(r.has_pck == 0 && r.pck_invalid == 1);
+
+    CHECK(t_ok("{\"prompt\":\"x\",\"prompt_cache_key\":\"a\\u0001\"}", 16,
+               &r));
+    CHECK(r.has_pck == 0 && r.pck_invalid == 1);
+
+    CHECK(t_ok("{\"prompt\":\"x\",\"prompt_cache_key\":null}", 16, &r));
+    CHECK(r.has_pck == 0 && r.pck_invalid == 1);
+
+    CHECK(t_ok("{\"prompt\":\"x\",\"prompt_cache_key\":[\"a\"]}", 16, &r));
+    CHECK(r.has_pck == 0 && r.pck_invalid == 1);
+
+    /* escapes decoded: \u0041 is A */
+
+    CHECK(t_ok("{\"prompt\":\"x\",\"prompt_cache_key\":\"\\u0041b\"}", 16,
+               &r));
+    CHECK(r.has_pck == 1 && r.pck_len == 2 && memcmp(r.pck, "Ab", 2) == 0);
+
+    /* a nested one does not count */
+
+    CHECK(t_ok("{\"messages\":[{\"role\":\"u\",\"content\":\"x\","
+               "\"prompt_cache_key\":5}]}", 16, &r));
+    CHECK(r.has_pck == 0 && r.pck_invalid == 0);
+}
+
+
+static void
+test_fallbacks(void)
+{
+    int              i;
+    char            *deep;
+    size_t           n;
+    pa_oai_rc_e      rc;
+    pa_oai_result_t  r;
+
+    CHECK(t_status("") == PA_OAI_NOT_JSON);
+    CHECK(t_status("   ") == PA_OAI_NOT_JSON);
+    CHECK(t_status("hello") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"x\",}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"x\"} x") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"x\"}{}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":'x'}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{/* c */\"prompt\":\"x\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"x\"") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"x") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"messages\":[{\"role\":\"u\",\"content\":\"hi\"}") ==
+          PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"\xff\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"\xc3\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"\xe4\xb8\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"\\x\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"a\nb\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"x\",\"n\":-}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"x\",\"n\":01}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"x\",\"n\":tru}") == PA_OAI_NOT_JSON);
+
+    CHECK(t_status("[]") == PA_OAI_NOT_OBJECT);
+    CHECK(t_status("[{\"prompt\":\"x\"}]") == PA_OAI_NOT_OBJECT);
+    CHECK(t_status("\"prompt\"") == PA_OAI_NOT_OBJECT);
+    CHECK(t_status("42") == PA_OAI_NOT_OBJECT);
+    CHECK(t_status("1e999999") == PA_OAI_NOT_OBJECT);
+    CHECK(t_status("null") == PA_OAI_NOT_OBJECT);
+    CHECK(t_status("true") == PA_OAI_NOT_OBJECT);
+
+    CHECK(t_status("{\"messages\":\"hi\"}") == PA_OAI_BAD_TYPE);
+    CHECK(t_status("{\"messages\":{\"role\":\"u\"}}") == PA_OAI_BAD_TYPE);
+    CHECK(t_status("{\"messages\":null}") == PA_OAI_BAD_TYPE);
+    CHECK(t_status("{\"messages\":[\"hi\"]}") == PA_OAI_BAD_TYPE);
+    CHECK(t_status("{\"messages\":[{\"role\":\"u\",\"content\":\"x\"},1]}")
+          == PA_OAI_BAD_TYPE);
+    CHECK(t_status("{\"messages\":[[]]}") == PA_OAI_BAD_TYPE);
+    CHECK(t_status("{\"prompt\":5}") == PA_OAI_BAD_TYPE);
+    CHECK(t_status("{\"prompt\":null}") == PA_OAI_BAD_TYPE);
+    CHECK(t_status("{\"prompt\":{\"text\":\"x\"}}") == PA_OAI_BAD_TYPE);
+    CHECK(t_status("{\"prompt\":[true]}") == PA_OAI_BAD_TYPE);
+    CHECK(t_status("{\"prompt\":[{}]}") == PA_OAI_BAD_TYPE);
+    CHECK(t_status("{\"prompt\":[[1,\"a\"]]}") == PA_OAI_BAD_TYPE);
+    CHECK(t_status("{\"prompt\":[[1,[2]]]}") == PA_OAI_BAD_TYPE);
+
+    CHECK(t_status("{}") == PA_OAI_NO_TEXT);
+    CHECK(t_status("{\"model\":\"m\",\"input\":\"x\"}") == PA_OAI_NO_TEXT);
+    CHECK(t_status("{\"x\":{\"messages\":[{\"role\":\"u\"}]}}")
+          == PA_OAI_NO_TEXT);
+
+    /* content of other types is no text, but no error either */
+
+    CHECK(t_status("{\"messages\":[{\"role\":\"u\",\"content\":5},"
+                   "{\"role\":7,\"content\":[1,null,\"s\",{\"text\":3}]}]}")
+          == PA_OAI_OK);
+
+    /* nesting: 64 levels are fine, 65 are not */
+
+    deep = malloc(16384);
+
+    n = 0;
+    n += sprintf(deep + n, "{\"prompt\":\"x\",\"y\":");
+    for (i = 0; i < PA_OAI_MAX_DEPTH - 1; i++) {
+        deep[n++] = '[';
+    }
+    for (i = 0; i < PA_OAI_MAX_DEPTH - 1; i++) {
+        deep[n++] = ']';
+    }
+    n += sprintf(deep + n, "}");
+    CHECK(t_status(deep) == PA_OAI_OK);
+
+    n = 0;
+    n += sprintf(deep + n, "{\"prompt\":\"x\",\"y\":");
+    for (i = 0; i < PA_OAI_MAX_DEPTH; i++) {
+        deep[n++] = '[';
+    }
+    for (i = 0; i < PA_OAI_MAX_DEPTH; i++) {
+        deep[n++] = ']';
+    }
+    n += sprintf(deep + n, "}");
+    CHECK(t_status(deep) == PA_OAI_TOO_DEEP);
+
+    /* too deep and unterminated: the depth is seen first */
+
+    n = 0;
+    for (i = 0; i < 2000; i++) {
+        deep[n++] = '[';
+    }
+    deep[n] = '\0';
+    CHECK(t_status(deep) == PA_OAI_NOT_OBJECT);
+
+    n = 0;
+    n += sprintf(deep + n, "{\"a\":");
+    for (i = 0; i < 2000; i++) {
+        n += sprintf(deep + n, "{\"a\":");
+    }
+    CHECK(t_status(deep) == PA_OAI_TOO_DEEP);
+
+    free(deep);
+
+    /* feed says FALLBACK, and keeps saying it */
+
+    rc = t_run("{\"messages\":7,\"prompt\":\"x\"}", 28, 16, 0, 28, &r);
+    CHECK(rc == PA_OAI_FALLBACK && r.status == PA_OAI_BAD_TYPE);
+    CHECK(r.hash == 0 && r.chars == 0);
+
+    rc = t_run("[1,2,3,4,5,6,7,8,9]", 19, 16, 0, 1, &r);
+    CHECK(rc == PA_OAI_FALLBACK && r.status == PA_OAI_NOT_OBJECT);
+    CHECK(r.scanned == 1);
+
+    CHECK(strcmp(pa_oai_status_name(PA_OAI_BAD_TYPE), "bad type") == 0);
+    CHECK(strcmp(pa_oai_status_name(PA_OAI_NOMEM), "no memory") == 0);
+}
+
+
+static void
+test_early_stop(void)
+{
+    char             *body, *p;
+    size_t            len, cap;
+    const char       *text;
+    pa_oai_rc_e       rc;
+    pa_oai_result_t   r, r2;
+
+    static const char  head[] =
+        "{\"model\":\"llama-3\",\"messages\":["
+        "{\"role\":\"user\",\"content\":\"Describe this.\"}],"
+        "\"big\":\"";
+
+    /* messages, then a 5 MB string: stops at the cap */
+
+    len = sizeof(head) - 1 + 5 * 1024 * 1024 + 64;
+    body = malloc(len + 1);
+
+    p = body;
+    memcpy(p, head, sizeof(head) - 1);
+    p += sizeof(head) - 1;
+    memset(p, 'A', 5 * 1024 * 1024);
+    p += 5 * 1024 * 1024;
+    p += sprintf(p, "\",\"cache_salt\":\"s\"}");
+    len = p - body;
+
+    cap = PA_OAI_SCAN_BASE + 4 * 1024;
+
+    rc = t_run(body, len, 1024, 0, 16384, &r);
+    CHECK(rc == PA_OAI_DONE && r.status == PA_OAI_OK);
+    CHECK(r.scanned <= cap);
+    CHECK(r.scanned >= cap - 16384);
+    CHECK(r.hash == t_hash("{\"messages\":[{\"role\":\"user\","
+                           "\"content\":\"Describe this.\"}],"
+                           "\"model\":\"llama-3\"}", 1024));
+
+    /* in one buffer */
+
+    rc = t_run(body, len, 1024, 0, len, &r2);
+    CHECK(rc == PA_OAI_DONE && r2.status == PA_OAI_OK);
+    CHECK(r2.scanned == cap && r2.hash == r.hash);
+
+    /* a smaller cap */
+
+    rc = t_run(body, len, 1024, 1000, 100, &r2);
+    CHECK(rc == PA_OAI_DONE && r2.scanned == 1000 && r2.hash == r.hash);
+
+    /* a huge first message: no text by the cap, a fallback */
+
+    p = body;
+    p += sprintf(p, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
+    memset(p, 'A', 5 * 1024 * 1024);
+    p += 5 * 1024 * 1024;
+    p += sprintf(p, "\"}]}");
+    len = p - body;
+
+    rc = t_run(body, len, 1024, 0, 16384, &r);
+    CHECK(rc == PA_OAI_FALLBACK && r.status == PA_OAI_NO_TEXT);
+    CHECK(r.scanned <= cap);
+
+    free(body);
+
+    /* all seen and the text long enough: DONE before the end */
+
+    text = "{\"model\":\"m\",\"cache_salt\":\"s\",\"prompt_cache_key\":\"k\","
+           "\"prompt\":\"0123456789\",\"big\":\"xxxxxxxxxxxxxxxxxxxxx";
+    len = strlen(text);
+
+    rc = t_run(text, len, 5, 0, 1, &r);
+    CHECK(rc == PA_OAI_DONE && r.status == PA_OAI_OK);
+    CHECK(r.scanned == (size_t) (strstr(text, "9\"") + 2 - text));
+    CHECK(r.chars == 5 && r.has_pck == 1);
+    CHECK(r.hash == t_hash("{\"model\":\"m\",\"cache_salt\":\"s\","
+                           "\"prompt\":\"01234\"}", 5));
+
+    /* not all seen: to the end */
+
+    text = "{\"model\":\"m\",\"cache_salt\":\"s\","
+           "\"prompt\":\"0123456789\",\"big\":\"xxxxxxxxxxxxxxxxxxxxx\"}";
+    len = strlen(text);
+
+    rc = t_run(text, len, 5, 0, 1, &r);
+    CHECK(rc == PA_OAI_DONE && r.status == PA_OAI_OK && r.scanned == len);
+    CHECK(r.hash == t_hash("{\"model\":\"m\",\"cache_salt\":\"s\","
+                           "\"prompt\":\"01234\"}", 5));
+
+    /* the salt alone missing keeps it going: the truncated body fails */
+
+    text = "{\"model\":\"m\",\"prompt_cache_key\":\"k\","
+           "\"prompt\":\"0123456789\",\"big\":\"xxxxxxxxxxxxxxxxxxxxx";
+    rc = t_run(text, strlen(text), 5, 0, 1, &r);
+    CHECK(rc == PA_OAI_FALLBACK && r.status == PA_OAI_NOT_JSON);
+}
+
+
+/* every allocation in turn fails: NOMEM, never a crash */
+
+static void
+test_nomem(void)
+{
+    long              i, nomem, ok;
+    size_t            len;
+    pa_oai_rc_e       rc;
+    pa_oai_result_t   r;
+    char             *body;
+
+    static const char  text[] =
+        "{\"model\":\"m\",\"messages\":[{\"content\":\"%s\",\"role\":\"u\"},"
+        "{\"role\":\"u\",\"content\":\"%s\"}],\"x\":[[[[[[[[1]]]]]]]]}";
+
+    len = 200000;
+    body = malloc(len);
+
+    {
+        char  *a = malloc(60000);
+
+        memset(a, 'q', 59999);
+        a[59999] = '\0';
+        snprintf(body, len, text, a, a);
+        free(a);
+    }
+
+    len = strlen(body);
+    nomem = 0;
+    ok = 0;
+
+    for (i = 0; i < 200; i++) {
+        t_arena.fail_at = i;
+        rc = t_run_arena(&t_arena, (unsigned char *) body, len, 100000, 0,
+                         1000, &r);
+        t_arena.fail_at = -1;
+
+        if (rc == PA_OAI_DONE) {
+            CHECK(r.status == PA_OAI_OK);
+            ok++;
+            break;
+        }
+
+        CHECK(rc == PA_OAI_FALLBACK && r.status == PA_OAI_NOMEM);
+        nomem++;
+    }
+
+    CHECK(ok == 1);
+    CHECK(nomem > 5);
+
+    free(body);
+}
+
+
+/* the fuzz corpus, with the crash regressions */
+
+static void
+test_corpus(void)
+{
+    int               n;
+    DIR              *dir;
+    FILE             *f;
+    char              path[1024];
+    long              size;
+    size_t            len, pos;
+    unsigned char    *data;
+    pa_oai_rc_e       rc1, rc2;
+    struct dirent    *de;
+    pa_oai_result_t   r1, r2;
+
+    dir = opendir(T_CORPUS);
+    if (dir == NULL) {
+        fprintf(stderr, "no %s, the corpus is not replayed\n", T_CORPUS);
+        return;
+    }
+
+    n = 0;
+
+    while ((de = readdir(dir)) != NULL) {
+        if (de->d_name[0] == '.') {
+            continue;
+        }
+
+        snprintf(path, sizeof(path), "%s/%s", T_CORPUS, de->d_name);
+
+        f = fopen(path, "rb");
+        if (f == NULL) {
+            continue;
+        }
+
+        fseek(f, 0, SEEK_END);
+        size = ftell(f);
+        fseek(f, 0, SEEK_SET);
+
+        data = malloc(size + 1);
+        len = fread(data, 1, size, f);
+        fclose(f);
+
+        pos = len ? (size_t) data[0] * len / 256 : 0;
+
+        rc1 = t_run_arena(&t_arena, data, len, 1024, 0, len, &r1);
+        rc2 = t_run_arena(&t_arena, data, len, 1024, 0, pos ? pos : 1, &r2);
+
+        CHECK_MSG(rc1 == rc2 && r1.status == r2.status && r1.hash == r2.hash
+                  && r1.chars == r2.chars && r1.chars <= 1024, "%s", path);
+
+        rc1 = t_run_arena(&t_arena, data, len, 16, 0, len, &r1);
+        rc2 = t_run_arena(&t_arena, data, len, 16, 0, 1, &r2);
+
+        CHECK_MSG(rc1 == rc2 && r1.status == r2.status && r1.hash == r2.hash
+                  && r1.chars == r2.chars && r1.chars <= 16, "%s", path);
+
+        free(data);
+        n++;
+    }
+
+    closedir(dir);
+
+    CHECK(n >= 10);
+    printf("corpus: %d inputs replayed\n", n);
+}
+
+
+static void *
+t_alloc(void *ctx, size_t size)
+{
+    t_arena_t  *a = ctx;
+    t_block_t  *b;
+
+    if (a->fail_at >= 0 && a->count++ == a->fail_at) {
+        return NULL;
+    }
+
+    b = malloc(sizeof(t_block_t) + size);
+    if (b == NULL) {
+        return NULL;
+    }
+
+    b->next = a->blocks;
+    a->blocks = b;
+
+    return b + 1;
+}
+
+
+static void
+t_reset(t_arena_t *a)
+{
+    t_block_t  *b, *next;
+
+    for (b = a->blocks; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+
+    a->blocks = NULL;
+    a->count = 0;
+}
+
+
+/* feeds "body" in buffers of "chunk" bytes, each a copy */
+
+static pa_oai_rc_e
+t_run_arena(t_arena_t *ar, const unsigned char *body, size_t len,
+    size_t length, size_t cap, size_t chunk, pa_oai_result_t *res)
+{
+    size_t          pos, n;
+    pa_oai_t       *x;
+    pa_alloc_t      a;
+    pa_oai_rc_e     rc;
+    unsigned char  *p;
+
+    a.alloc = t_alloc;
+    a.ctx = ar;
+
+    t_reset(ar);
+
+    memset(res, 0, sizeof(pa_oai_result_t));
+
+    x = pa_oai_create(&a, length, cap);
+    if (x == NULL) {
+        res->status = PA_OAI_NOMEM;
+        return PA_OAI_FALLBACK;
+    }
+
+    rc = PA_OAI_MORE;
+
+    for (pos = 0; pos < len && rc == PA_OAI_MORE; pos += n) {
+        n = (len - pos < chunk) ? len - pos : chunk;
+
+        p = malloc(n);
+        memcpy(p, body + pos, n);
+
+        rc = pa_oai_feed(x, p, n);
+
+        free(p);
+    }
+
+    pa_oai_finish(x, res);
+
+    if (rc == PA_OAI_MORE) {
+        rc = (res->status == PA_OAI_OK) ? PA_OAI_DONE : PA_OAI_FALLBACK;
+
+    } else {
+        CHECK((rc == PA_OAI_DONE) == (res->status == PA_OAI_OK));
+    }
+
+    CHECK(res->chars <= length);
+
+    return rc;
+}
+
+
+static pa_oai_rc_e
+t_run(const char *body, size_t len, size_t length, size_t cap, size_t chunk,
+    pa_oai_result_t *res)
+{
+    return t_run_arena(&t_arena, (const unsigned char *) body, len, length,
+                       cap, chunk, res);
+}
+
+
+static int
+t_ok(const char *body, size_t length, pa_oai_result_t *res)
+{
+    pa_oai_rc_e  rc;
+
+    rc = t_run(body, strlen(body), length, 0, strlen(body) + 1, res);
+
+    CHECK_MSG(rc == PA_OAI_DONE && res->status == PA_OAI_OK,
+              "not ok (%s): %s", pa_oai_status_name(res->status), body);
+
+    return rc == PA_OAI_DONE && res->status == PA_OAI_OK;
+}
+
+
+static uint64_t
+t_hash(const char *body, size_t length)
+{
+    pa_oai_result_t  r;
+
+    if (!t_ok(body, length, &r)) {
+        return (uint64_t) t_rand() << 32 | t_rand();
+    }
+
+    return r.hash;
+}
+
+
+static pa_oai_status_e
+t_status(const char *body)
+{
+    pa_oai_result_t  r;
+
+    (void) t_run(body, strlen(body), 1024, 0, strlen(body) + 1, &r);
+
+    return r.status;
+}
+
+
+static uint32_t
+t_rand(void)
+{
+    t_seed = t_seed * 1103515245 + 12345;
+    return t_seed >> 8;
+}
