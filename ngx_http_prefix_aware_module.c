@@ -38,7 +38,8 @@
 
 #define NGX_HTTP_PREFIX_AWARE_ID_HEADER  "X-Amzn-SageMaker-Prefix-Aware-Id"
 
-#define NGX_HTTP_PREFIX_AWARE_FILE_BUF        8192
+/* yajl rescans a string split over reads: read temp files in big pieces */
+#define NGX_HTTP_PREFIX_AWARE_FILE_BUF        65536
 
 
 /* per-upstream counters in the shared zone */
@@ -164,7 +165,7 @@ static ngx_int_t ngx_http_prefix_aware_key(ngx_http_request_t *r,
 static ngx_int_t ngx_http_prefix_aware_find_id(ngx_http_request_t *r,
     ngx_str_t *id, ngx_str_t *reason);
 static ngx_int_t ngx_http_prefix_aware_body(ngx_http_request_t *r,
-    ngx_http_prefix_aware_feed_pt feed, void *data);
+    ngx_http_prefix_aware_feed_pt feed, void *data, size_t chunk);
 static ngx_int_t ngx_http_prefix_aware_feed_bytes(void *data, u_char *p,
     size_t n);
 static ngx_int_t ngx_http_prefix_aware_feed_openai(void *data, u_char *p,
@@ -579,7 +580,7 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
         }
 
         if (ngx_http_prefix_aware_body(r, ngx_http_prefix_aware_feed_openai,
-                                       x)
+                                       x, NGX_HTTP_PREFIX_AWARE_FILE_BUF)
             != NGX_OK)
         {
             return NGX_ERROR;
@@ -630,7 +631,7 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
         pa_body_key_init(&bk, pacf->length);
 
         if (ngx_http_prefix_aware_body(r, ngx_http_prefix_aware_feed_bytes,
-                                       &bk)
+                                       &bk, pacf->length)
             != NGX_OK)
         {
             return NGX_ERROR;
@@ -744,21 +745,22 @@ ngx_http_prefix_aware_header(ngx_http_request_t *r, ngx_str_t *name,
 
 /*
  * hands the buffered body to "feed" in place, buffer by buffer, reading
- * a body kept in a temporary file in small pieces, until "feed" has
- * enough (NGX_DONE)
+ * a body kept in a temporary file in pieces of up to "chunk" bytes, until
+ * "feed" has enough (NGX_DONE)
  */
 
 static ngx_int_t
 ngx_http_prefix_aware_body(ngx_http_request_t *r,
-    ngx_http_prefix_aware_feed_pt feed, void *data)
+    ngx_http_prefix_aware_feed_pt feed, void *data, size_t chunk)
 {
     off_t         offset;
     size_t        size;
     ssize_t       n;
+    u_char       *buf;
     ngx_buf_t    *b;
-    ngx_int_t     rc;
     ngx_chain_t  *cl;
-    u_char        buf[NGX_HTTP_PREFIX_AWARE_FILE_BUF];
+
+    buf = NULL;
 
     for (cl = r->request_body->bufs; cl; cl = cl->next) {
         b = cl->buf;
@@ -769,21 +771,28 @@ ngx_http_prefix_aware_body(ngx_http_request_t *r,
                 continue;
             }
 
-            rc = feed(data, b->pos, b->last - b->pos);
-            if (rc == NGX_DONE) {
+            if (feed(data, b->pos, b->last - b->pos) == NGX_DONE) {
                 return NGX_OK;
             }
 
             continue;
         }
 
-        if (!b->in_file) {
+        if (!b->in_file || b->file_last <= b->file_pos) {
             continue;
         }
 
+        if (buf == NULL) {
+            chunk = (size_t) ngx_min((off_t) chunk, b->file_last - b->file_pos);
+
+            buf = ngx_palloc(r->pool, chunk);
+            if (buf == NULL) {
+                return NGX_ERROR;
+            }
+        }
+
         for (offset = b->file_pos; offset < b->file_last; offset += n) {
-            size = (size_t) ngx_min(b->file_last - offset,
-                                    (off_t) sizeof(buf));
+            size = (size_t) ngx_min(b->file_last - offset, (off_t) chunk);
 
             n = ngx_read_file(b->file, buf, size, offset);
 
@@ -798,8 +807,7 @@ ngx_http_prefix_aware_body(ngx_http_request_t *r,
                 return NGX_ERROR;
             }
 
-            rc = feed(data, buf, n);
-            if (rc == NGX_DONE) {
+            if (feed(data, buf, n) == NGX_DONE) {
                 return NGX_OK;
             }
         }
