@@ -93,7 +93,7 @@ test-nginx: module deps-test
 	TEST_NGINX_LOAD_MODULES=$(CURDIR)/$(MODULE) \
 	    prove -I t/lib -r t/
 
-test: deps-test unit test-nginx
+test: deps-test unit test-nginx fuzz-smoke bench-smoke
 
 clean:
 	rm -rf $(BUILD) objs

@@ -101,7 +101,7 @@ typedef struct {
     uint32_t                              *weights;
     ngx_str_t                             *names;
 
-    /* per worker: the peers by ring index, where the zone put them */
+    /* per process: the peers by ring index, where the zone put them */
     ngx_http_upstream_rr_peer_t          **peer;
 
     ngx_http_prefix_aware_shm_upstream_t  *shm;
@@ -180,6 +180,8 @@ static ngx_int_t ngx_http_prefix_aware_bind(ngx_slab_pool_t *shpool,
     ngx_http_prefix_aware_shm_t *sh, ngx_http_prefix_aware_srv_conf_t *conf);
 static void ngx_http_prefix_aware_reap(ngx_http_prefix_aware_shm_t *sh,
     ngx_uint_t slot);
+static void ngx_http_prefix_aware_set_peers(
+    ngx_http_prefix_aware_srv_conf_t *pacf);
 static ngx_int_t ngx_http_prefix_aware_init_process(ngx_cycle_t *cycle);
 static void ngx_http_prefix_aware_exit_process(ngx_cycle_t *cycle);
 
@@ -356,9 +358,11 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     pacf->weights = ngx_palloc(cf->pool, n * sizeof(uint32_t));
     pacf->shm_server = ngx_pcalloc(cf->pool,
                                n * sizeof(ngx_http_prefix_aware_shm_server_t *));
+    pacf->peer = ngx_pcalloc(cf->pool,
+                             n * sizeof(ngx_http_upstream_rr_peer_t *));
 
     if (servers == NULL || pacf->names == NULL || pacf->weights == NULL
-        || pacf->shm_server == NULL)
+        || pacf->shm_server == NULL || pacf->peer == NULL)
     {
         return NGX_ERROR;
     }
@@ -460,9 +464,9 @@ ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
-    if (pacf->peer == NULL) {
-        /* not a worker (no init_process): plain round robin */
-        return NGX_OK;
+    if (pacf->peer[0] == NULL) {
+        /* a single process reloaded: no init_process for the new cycle */
+        ngx_http_prefix_aware_set_peers(pacf);
     }
 
     r->upstream->peer.get = ngx_http_prefix_aware_get_peer;
@@ -1245,13 +1249,35 @@ ngx_http_prefix_aware_reap(ngx_http_prefix_aware_shm_t *sh, ngx_uint_t slot)
 }
 
 
+/*
+ * the ring's server numbers to this process's peers: the zone module moves
+ * the peers to shared memory after the configuration is read, so this is
+ * done in each process, at its start or at its first request
+ */
+
+static void
+ngx_http_prefix_aware_set_peers(ngx_http_prefix_aware_srv_conf_t *pacf)
+{
+    ngx_uint_t                     i;
+    ngx_http_upstream_rr_peer_t   *peer;
+    ngx_http_upstream_rr_peers_t  *peers;
+
+    peers = pacf->upstream->peer.data;
+
+    for (peer = peers->peer, i = 0;
+         peer && i < pacf->nservers;
+         peer = peer->next, i++)
+    {
+        pacf->peer[i] = peer;
+    }
+}
+
+
 static ngx_int_t
 ngx_http_prefix_aware_init_process(ngx_cycle_t *cycle)
 {
-    ngx_uint_t                           i, j;
+    ngx_uint_t                           i;
     ngx_slab_pool_t                     *shpool;
-    ngx_http_upstream_rr_peer_t         *peer;
-    ngx_http_upstream_rr_peers_t        *peers;
     ngx_http_prefix_aware_shm_t         *sh;
     ngx_http_prefix_aware_srv_conf_t   **pacf;
     ngx_http_prefix_aware_main_conf_t   *pamcf;
@@ -1265,25 +1291,10 @@ ngx_http_prefix_aware_init_process(ngx_cycle_t *cycle)
         return NGX_OK;
     }
 
-    /* the zone module may have moved the peers to shared memory */
-
     pacf = pamcf->upstreams.elts;
 
     for (i = 0; i < pamcf->upstreams.nelts; i++) {
-        pacf[i]->peer = ngx_palloc(cycle->pool,
-                        pacf[i]->nservers * sizeof(ngx_http_upstream_rr_peer_t *));
-        if (pacf[i]->peer == NULL) {
-            return NGX_ERROR;
-        }
-
-        peers = pacf[i]->upstream->peer.data;
-
-        for (peer = peers->peer, j = 0;
-             peer && j < pacf[i]->nservers;
-             peer = peer->next, j++)
-        {
-            pacf[i]->peer[j] = peer;
-        }
+        ngx_http_prefix_aware_set_peers(pacf[i]);
     }
 
     if (ngx_process != NGX_PROCESS_WORKER
@@ -1448,7 +1459,7 @@ ngx_http_prefix_aware_state(ngx_http_prefix_aware_srv_conf_t *pacf,
 {
     ngx_http_upstream_rr_peer_t  *peer;
 
-    if (pacf->peer == NULL) {
+    if (pacf->peer[0] == NULL) {
         return "up";
     }
 
@@ -1811,7 +1822,7 @@ ngx_http_prefix_aware_json_gen(ngx_http_prefix_aware_main_conf_t *pamcf,
             pa_gen_str(g, "server");
             pa_gen_ngx_str(g, &c->names[j]);
 
-            if (c->peer) {
+            if (c->peer[j]) {
                 pa_gen_str(g, "address");
                 pa_gen_ngx_str(g, &c->peer[j]->name);
             }
