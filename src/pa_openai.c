@@ -624,8 +624,9 @@ pa_oai_value(pa_oai_t *x, pa_oai_type_e type, const unsigned char *s,
             pa_oai_pck(x, s, n);
 
         } else {
+            /* clients that send every optional field give null: absent */
             x->has_pck = 0;
-            x->pck_invalid = 1;
+            x->pck_invalid = (type != PA_T_NULL);
         }
 
         break;
