@@ -326,7 +326,7 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
 {
     u_char                              *p;
     size_t                               len;
-    ngx_uint_t                           i, n, dup;
+    ngx_uint_t                           i, j, n, dup;
     pa_ring_point_t                     *points;
     pa_ring_server_t                    *servers;
     ngx_http_upstream_rr_peer_t         *peer, *other;
@@ -404,6 +404,19 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
 
         } else {
             pacf->names[i] = peer->server;
+        }
+
+        for (j = 0; j < i; j++) {
+            if (pacf->names[j].len == pacf->names[i].len
+                && ngx_strncmp(pacf->names[j].data, pacf->names[i].data,
+                               pacf->names[i].len) == 0)
+            {
+                ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                              "prefix_aware: duplicate server \"%V\" in "
+                              "upstream \"%V\", use \"weight=\" instead",
+                              &peer->server, &us->host);
+                return NGX_ERROR;
+            }
         }
 
         servers[i].name = pacf->names[i].data;
