@@ -1,0 +1,392 @@
+# The prefix_aware directive: every bad configuration stops nginx with a
+# message naming the parameter and its range or the reason; the edge values
+# and the standard server parameters are accepted.
+
+use Test::Nginx::Socket 'no_plan';
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use PrefixAware::Backends;
+
+no_shuffle();
+run_tests();
+
+__DATA__
+
+=== TEST 1: length=1023 is below the range
+--- http_config
+    upstream up {
+        prefix_aware length=1023;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "length" value "1023" in "prefix_aware", it must be a number from 1024 to 65536
+
+
+
+=== TEST 2: length=65537 is above the range
+--- http_config
+    upstream up {
+        prefix_aware length=65537;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "length" value "65537" in "prefix_aware", it must be a number from 1024 to 65536
+
+
+
+=== TEST 3: length=abc is not a number
+--- http_config
+    upstream up {
+        prefix_aware length=abc;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "length" value "abc" in "prefix_aware", it must be a number from 1024 to 65536
+
+
+
+=== TEST 4: length= without a value
+--- http_config
+    upstream up {
+        prefix_aware length=;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "length" value "" in "prefix_aware", it must be a number from 1024 to 65536
+
+
+
+=== TEST 5: threshold=0 is below the range
+--- http_config
+    upstream up {
+        prefix_aware threshold=0;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "threshold" value "0" in "prefix_aware", it must be a number from 1 to 1024
+
+
+
+=== TEST 6: threshold=1025 is above the range
+--- http_config
+    upstream up {
+        prefix_aware threshold=1025;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "threshold" value "1025" in "prefix_aware", it must be a number from 1 to 1024
+
+
+
+=== TEST 7: threshold=-1 is not a number
+--- http_config
+    upstream up {
+        prefix_aware threshold=-1;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "threshold" value "-1" in "prefix_aware", it must be a number from 1 to 1024
+
+
+
+=== TEST 8: format=xml is not a format
+--- http_config
+    upstream up {
+        prefix_aware format=xml;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "format" value "xml" in "prefix_aware", it must be "auto", "body" or "openai"
+
+
+
+=== TEST 9: an unknown parameter
+--- http_config
+    upstream up {
+        prefix_aware length=2048 lenght=4096;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid parameter "lenght=4096" in "prefix_aware", it takes length=, threshold= and format=
+
+
+
+=== TEST 10: the directive twice in one upstream
+--- http_config
+    upstream up {
+        prefix_aware length=2048;
+        prefix_aware threshold=4;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+"prefix_aware" directive is duplicate
+
+
+
+=== TEST 11: a backup server before the directive
+--- http_config
+    upstream up {
+        server 127.0.0.1:1985;
+        server 127.0.0.1:1986 backup;
+        prefix_aware;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+"prefix_aware" does not support backup servers: every server is on the ring, use "down" or remove it
+
+
+
+=== TEST 12: a backup server after the directive
+--- http_config
+    upstream up {
+        prefix_aware;
+        server 127.0.0.1:1985;
+        server 127.0.0.1:1986 backup;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+balancing method does not support parameter "backup"
+
+
+
+=== TEST 13: the directive outside an upstream block
+--- config
+    location /t {
+        prefix_aware;
+        return 200;
+    }
+--- request
+GET /t
+--- must_die
+--- error_log
+"prefix_aware" directive is not allowed here
+
+
+
+=== TEST 14: the same server twice in one upstream
+--- http_config
+    upstream up {
+        prefix_aware;
+        server 127.0.0.1:1985;
+        server 127.0.0.1:1986;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+prefix_aware: duplicate server "127.0.0.1:1985" in upstream "up", use "weight=" instead
+
+
+
+=== TEST 15: the lowest length and threshold are accepted
+--- http_config
+    upstream up {
+        prefix_aware length=1024 threshold=1;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+POST /t
+hello
+--- response_body
+b1
+--- no_error_log
+[error]
+[emerg]
+
+
+
+=== TEST 16: the highest length and threshold, every format, the defaults
+--- http_config
+    upstream up1 {
+        prefix_aware length=65536 threshold=1024 format=body;
+        server 127.0.0.1:1985;
+    }
+    upstream up2 {
+        prefix_aware format=openai;
+        server 127.0.0.1:1986;
+    }
+    upstream up3 {
+        prefix_aware format=auto;
+        server 127.0.0.1:1987;
+    }
+    upstream up4 {
+        prefix_aware;
+        server 127.0.0.1:1988;
+    }
+--- config
+    location /t1 { proxy_pass http://up1; }
+    location /t2 { proxy_pass http://up2; }
+    location /t3 { proxy_pass http://up3; }
+    location /t4 { proxy_pass http://up4; }
+--- pipelined_requests eval
+["POST /t1\nhello", "POST /t2\nhello", "POST /t3\nhello", "POST /t4\nhello"]
+--- response_body eval
+["b1\n", "b2\n", "b3\n", "b4\n"]
+--- no_error_log
+[error]
+[emerg]
+
+
+
+=== TEST 17: weight, max_fails, fail_timeout, max_conns and down are accepted
+--- http_config
+    upstream up {
+        prefix_aware length=4096 threshold=10;
+        server 127.0.0.1:1985 weight=3 max_fails=2 fail_timeout=5s max_conns=100;
+        server 127.0.0.1:1986 down;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- pipelined_requests eval
+["POST /t\nhello", "POST /t\nworld", "GET /t"]
+--- response_body eval
+["b1\n", "b1\n", "b1\n"]
+--- no_error_log
+[error]
+[emerg]
+
+
+
+=== TEST 18: a shared upstream zone works with the ring
+--- http_config
+    upstream up {
+        zone up 64k;
+        prefix_aware length=1024;
+        server 127.0.0.1:1985;
+        server 127.0.0.1:1986;
+        server 127.0.0.1:1987;
+    }
+--- config
+    location /t {
+        proxy_pass http://up;
+        add_header X-Route $prefix_aware_route always;
+    }
+--- request
+POST /t
+You are assistant number 01. Answer briefly.
+--- response_headers
+X-Route: affinity
+--- response_body
+b2
+--- no_error_log
+[error]
+
+
+
+=== TEST 19: another balancing method after prefix_aware is warned about
+--- http_config
+    upstream up {
+        prefix_aware;
+        least_conn;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- response_body
+b1
+--- error_log
+load balancing method redefined
+--- no_error_log
+[error]
+
+
+
+=== TEST 20: upstream keepalive after prefix_aware: the ring still routes, connections are reused
+--- http_config
+    upstream up {
+        prefix_aware length=1024;
+        server 127.0.0.1:1985;
+        server 127.0.0.1:1986;
+        server 127.0.0.1:1987;
+        keepalive 8;
+    }
+--- config
+    location /ssi/ { ssi on; root $TEST_NGINX_SERVER_ROOT/html; }
+    location /t {
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        proxy_pass http://up;
+    }
+--- user_files eval
+[["ssi/seq.html", '<!--# include virtual="/t" wait="yes" -->' x 3]]
+--- more_headers
+X-Amzn-SageMaker-Prefix-Aware-Id: tenant-a
+--- request
+GET /ssi/seq.html
+--- response_body eval
+"b1\nb1\nb1\n"
+--- grep_error_log eval
+qr/prefix_aware peer: "[^"]+" route:\w+/
+--- grep_error_log_out
+prefix_aware peer: "127.0.0.1:1985" route:affinity
+prefix_aware peer: "127.0.0.1:1985" route:affinity
+prefix_aware peer: "127.0.0.1:1985" route:affinity
+--- error_log
+get keepalive peer: using connection
+--- no_error_log
+[error]
