@@ -100,3 +100,4 @@ clean:
 
 -include fuzz/fuzz.mk
 -include bench/bench.mk
+-include t/asan/asan.mk

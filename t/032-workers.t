@@ -47,7 +47,13 @@ _EOC_
         }
 _EOC_
 
-my @workers = $ngx->workers;
+# workers may still be starting (slowly under sanitizers)
+my @workers;
+for (1 .. 100) {
+    @workers = $ngx->workers;
+    last if @workers == 2;
+    select undef, undef, undef, 0.1;
+}
 is scalar @workers, 2, 'two worker processes';
 
 # 10 chat prompts x 10, 6 raw bodies x 10, 40 without a body: 200
