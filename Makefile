@@ -101,3 +101,4 @@ clean:
 -include fuzz/fuzz.mk
 -include bench/bench.mk
 -include t/asan/asan.mk
+-include bench/micro.mk
