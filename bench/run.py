@@ -1,0 +1,1176 @@
+#!/usr/bin/python3
+"""Routing benchmark driver: proxies in front of simulated vLLM instances.
+
+For each workload and strategy it starts N simulated instances
+(bench/sim/llmsim.py, fresh caches) and a real proxy on loopback, replays
+the same request stream through the proxy with an asyncio/aiohttp client,
+and reads the instances' /metrics before and after.  Every process it
+starts is stopped at the end of its run, on error too.
+
+Strategies: round_robin, random, least_conn (nginx, with a zone),
+nginx_hash (nginx "hash $request_body consistent"), haproxy_hash (HAProxy
+2.6 "balance hash req.body,bytes(0,4096)", consistent, balance factor 150)
+and prefix_aware (nginx + objs/ngx_http_prefix_aware_module.so, skipped
+with a message if it is not built).  "ideal" is computed offline: the hit
+rate of one LRU cache as large as all instances' caches together.
+
+    run.py smoke                 seconds; asserts (make bench-smoke)
+    run.py demo                  < 2 minutes, a small table (make demo)
+    run.py bench                 everything, bench/results/ (make bench)
+    run.py run --workloads rag --strategies round_robin,prefix_aware ...
+
+Times in the report are model seconds (wall seconds / --time-scale).
+Standard library + aiohttp (+ matplotlib for plots).
+"""
+
+import argparse
+import asyncio
+import atexit
+import collections
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "sim"))
+
+import workloads  # noqa: E402
+import llmsim  # noqa: E402
+
+try:
+    import aiohttp
+except ImportError:  # pragma: no cover
+    sys.exit("run.py: aiohttp is missing: use Debian's /usr/bin/python3 "
+             "(python3-aiohttp)")
+
+MODULE_SO = os.path.join(ROOT, "objs", "ngx_http_prefix_aware_module.so")
+NGINX = os.environ.get("NGINX_BIN", "/usr/sbin/nginx")
+HAPROXY = os.environ.get("HAPROXY_BIN", shutil.which("haproxy") or "/usr/sbin/haproxy")
+PYTHON = os.environ.get("BENCH_PYTHON", "/usr/bin/python3")
+
+ALL_STRATEGIES = ["round_robin", "random", "least_conn", "nginx_hash",
+                  "haproxy_hash", "prefix_aware"]
+LABELS = {
+    "round_robin": "nginx round robin",
+    "random": "nginx random",
+    "least_conn": "nginx least_conn (zone)",
+    "nginx_hash": "nginx hash $request_body consistent",
+    "haproxy_hash": "HAProxy hash req.body,bytes(0,4096) bf150",
+    "prefix_aware": "nginx + prefix_aware",
+    "ideal": "ideal (one LRU of all caches, offline)",
+}
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# processes
+
+
+class Procs:
+    """The processes this driver started; all stopped at exit."""
+
+    def __init__(self):
+        self.procs = []
+        atexit.register(self.stop_all)
+
+    def start(self, name, cmd, logpath):
+        f = open(logpath, "ab")
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+        f.close()
+        p.bench_name = name
+        p.bench_log = logpath
+        self.procs.append(p)
+        return p
+
+    def stop(self, p, sig=signal.SIGTERM, timeout=10):
+        if p.poll() is None:
+            try:
+                p.send_signal(sig)
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                # its own process group (start_new_session), started by us
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait(5)
+            except ProcessLookupError:
+                pass
+        if p in self.procs:
+            self.procs.remove(p)
+
+    def stop_all(self):
+        for p in list(self.procs):
+            self.stop(p)
+
+
+PROCS = Procs()
+
+
+def _on_signal(signum, frame):
+    PROCS.stop_all()
+    sys.exit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _on_signal)
+signal.signal(signal.SIGINT, _on_signal)
+
+
+def free_ports(n):
+    socks = []
+    ports = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def port_free(port):
+    s = socket.socket()
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def bench_ports(opts):
+    """Fixed ports (the rings of nginx hash and prefix_aware place servers
+    by address, so fixed ports make runs repeatable), or free ones."""
+    n = opts.instances + 1
+    if opts.base_port:
+        ports = list(range(opts.base_port, opts.base_port + n))
+        if all(port_free(p) for p in ports):
+            return ports
+        log("run.py: ports %d..%d busy, using free ones (ring placement will "
+            "differ from run to run)" % (ports[0], ports[-1]))
+    return free_ports(n)
+
+
+def proc_cpu(pid):
+    """CPU seconds (user + system) a process of ours has used."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def wait_port(port, proc, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("%s exited with %s; log %s:\n%s" % (
+                proc.bench_name, proc.returncode, proc.bench_log,
+                tail(proc.bench_log)))
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("%s: port %d not open after %gs" % (proc.bench_name, port,
+                                                           timeout))
+
+
+def tail(path, n=2000):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - n))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+# ---------------------------------------------------------------------------
+# proxy configurations
+
+
+def nginx_conf(tmp, port, backends, directive, module=False):
+    # bench-only nginx: one worker, everything in tmp, bodies kept in memory
+    # so that $request_body (nginx_hash) is always set
+    lines = []
+    if module:
+        lines.append("load_module %s;" % MODULE_SO)
+    if os.geteuid() == 0:
+        lines.append("user root;")
+    servers = "\n".join("        server 127.0.0.1:%d max_fails=0;" % b
+                        for b in backends)
+    lines.append("""
+worker_processes 1;
+daemon off;
+pid %(tmp)s/nginx.pid;
+error_log %(tmp)s/error.log warn;
+events { worker_connections 8192; }
+http {
+    access_log off;
+    client_body_temp_path %(tmp)s/client_body;
+    proxy_temp_path %(tmp)s/proxy;
+    fastcgi_temp_path %(tmp)s/fastcgi;
+    uwsgi_temp_path %(tmp)s/uwsgi;
+    scgi_temp_path %(tmp)s/scgi;
+    upstream llm {
+        %(directive)s
+%(servers)s
+        keepalive 256;
+    }
+    server {
+        listen 127.0.0.1:%(port)d backlog=4096;
+        client_max_body_size 64m;
+        client_body_buffer_size 1m;
+%(status)s
+        location / {
+            proxy_pass http://llm;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_request_buffering on;
+            proxy_read_timeout 600s;
+            proxy_send_timeout 600s;
+        }
+    }
+}
+""" % dict(tmp=tmp, port=port, directive=directive, servers=servers,
+           status="        location = /prefix-aware-status { prefix_aware_status; }"
+           if module else ""))
+    return "\n".join(lines)
+
+
+def haproxy_conf(tmp, port, backends, balance=None):
+    servers = "\n".join("    server s%d 127.0.0.1:%d" % (i, b)
+                        for i, b in enumerate(backends))
+    balance = balance or ("balance hash req.body,bytes(0,4096)\n"
+                          "    hash-type consistent\n"
+                          "    hash-balance-factor 150")
+    return """global
+    nbthread 1
+    maxconn 4000
+    pidfile %(tmp)s/haproxy.pid
+defaults
+    mode http
+    option http-no-delay
+    timeout connect 5s
+    timeout client 600s
+    timeout server 600s
+    timeout http-request 60s
+frontend fe
+    bind 127.0.0.1:%(port)d
+    default_backend llm
+backend llm
+    option http-buffer-request
+    %(balance)s
+%(servers)s
+""" % dict(tmp=tmp, port=port, servers=servers, balance=balance)
+
+
+STRATEGY_DIRECTIVE = {
+    "round_robin": "",
+    "random": "random;",
+    "least_conn": "least_conn;\n        zone llm_zone 256k;",
+    "nginx_hash": "hash $request_body consistent;",
+}
+
+
+def module_available():
+    return os.path.exists(MODULE_SO)
+
+
+def pa_directive(opts, strategy="prefix_aware"):
+    """prefix_aware's directive; "prefix_aware@threshold=20+length=2048"
+    overrides the options for one strategy (sensitivity runs)."""
+    p = {"length": opts.pa_length, "threshold": opts.pa_threshold,
+         "format": opts.pa_format}
+    if "@" in strategy:
+        for kv in strategy.split("@", 1)[1].split("+"):
+            k, _, v = kv.partition("=")
+            if k not in p:
+                raise ValueError("prefix_aware takes length, threshold, format: %r"
+                                 % kv)
+            p[k] = v
+    return "prefix_aware length=%s threshold=%s format=%s;" % (
+        p["length"], p["threshold"], p["format"])
+
+
+def is_pa(strategy):
+    return strategy.split("@")[0] == "prefix_aware"
+
+
+def label(strategy):
+    if "@" in strategy and is_pa(strategy):
+        return "nginx + prefix_aware " + strategy.split("@", 1)[1]
+    return LABELS.get(strategy, strategy)
+
+
+def start_proxy(strategy, tmp, port, backends, opts):
+    os.makedirs(tmp, exist_ok=True)
+    for d in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        os.makedirs(os.path.join(tmp, d), exist_ok=True)
+    logp = os.path.join(tmp, "proxy.log")
+    if strategy == "haproxy_hash":
+        cfg = os.path.join(tmp, "haproxy.cfg")
+        with open(cfg, "w") as f:
+            f.write(haproxy_conf(tmp, port, backends))
+        p = PROCS.start(strategy, [HAPROXY, "-db", "-f", cfg], logp)
+    else:
+        if is_pa(strategy):
+            if not module_available():
+                raise FileNotFoundError(MODULE_SO)
+            directive = pa_directive(opts, strategy)
+        else:
+            directive = STRATEGY_DIRECTIVE[strategy]
+        cfg = os.path.join(tmp, "nginx.conf")
+        with open(cfg, "w") as f:
+            f.write(nginx_conf(tmp, port, backends, directive,
+                               module=is_pa(strategy)))
+        p = PROCS.start(strategy, [NGINX, "-p", tmp, "-c", cfg], logp)
+    wait_port(port, p)
+    return p
+
+
+def start_sim(tmp, ports, opts):
+    logp = os.path.join(tmp, "llmsim.log")
+    cmd = [PYTHON, os.path.join(HERE, "sim", "llmsim.py"),
+           "--ports", ",".join(map(str, ports)),
+           "--names", ",".join("i%d" % i for i in range(len(ports))),
+           "--kv-blocks", str(opts.kv_blocks),
+           "--time-scale", str(opts.time_scale),
+           "--max-seconds", str(opts.max_seconds)]
+    p = PROCS.start("llmsim", cmd, logp)
+    for port in ports:
+        wait_port(port, p)
+    return p
+
+
+# ---------------------------------------------------------------------------
+# metrics
+
+_METRIC = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$')
+
+
+def parse_metrics(text):
+    out = collections.defaultdict(float)
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        m = _METRIC.match(line)
+        if not m:
+            continue
+        name, labels, value = m.groups()
+        if name.endswith("_bucket"):
+            continue
+        if name.endswith("_total"):
+            name = name[:-6]
+        try:
+            out[name] += float(value)
+        except ValueError:
+            pass
+    return out
+
+
+async def scrape(session, ports):
+    res = []
+    for port in ports:
+        async with session.get("http://127.0.0.1:%d/metrics" % port) as r:
+            res.append(parse_metrics(await r.text()))
+    return res
+
+
+_ROUTE = re.compile(r'^nginx_prefix_aware_server_routed_total\{[^}]*route="(\w+)"\}\s+(\d+)',
+                    re.M)
+
+
+async def pa_routes(session, url):
+    """prefix_aware's own counts: why each request went where it went."""
+    try:
+        async with session.get(url + "/prefix-aware-status?format=prometheus") as r:
+            text = await r.text()
+    except aiohttp.ClientError:
+        return None
+    out = collections.Counter()
+    for route, n in _ROUTE.findall(text):
+        out[route] += int(n)
+    return dict(out)
+
+
+# ---------------------------------------------------------------------------
+# client
+
+
+class Rec:
+    __slots__ = ("idx", "t_sched", "t_send", "t_first", "t_done", "status",
+                 "instance", "out_tokens", "cached", "prompt", "error")
+
+    def __init__(self, idx):
+        self.idx = idx
+        self.t_sched = self.t_send = self.t_first = self.t_done = None
+        self.status = 0
+        self.instance = None
+        self.out_tokens = 0
+        self.cached = None
+        self.prompt = None
+        self.error = None
+
+
+_USAGE = re.compile(rb'"usage":\{"prompt_tokens":(\d+),"completion_tokens":(\d+)'
+                    rb'.*?"cached_tokens":(\d+)')
+
+
+async def do_request(session, url, req, rec, timeout):
+    rec.t_send = time.monotonic()
+    try:
+        async with session.post(url + req.path, data=req.body, headers={
+                "Content-Type": "application/json",
+                "Accept": "text/event-stream"},
+                timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+            rec.status = r.status
+            rec.instance = r.headers.get("X-Instance")
+            ntok = 0
+            last = b""
+            async for chunk in r.content.iter_any():
+                if rec.t_first is None and chunk.strip():
+                    rec.t_first = time.monotonic()
+                ntok += chunk.count(b'"finish_reason"') + chunk.count(b'{"token"')
+                last = (last + chunk)[-4096:]
+            rec.t_done = time.monotonic()
+            m = _USAGE.search(last)
+            if m:
+                rec.prompt = int(m.group(1))
+                rec.out_tokens = int(m.group(2))
+                rec.cached = int(m.group(3))
+            else:
+                rec.out_tokens = ntok
+            if r.status != 200:
+                rec.error = "HTTP %d: %s" % (r.status, last[:200])
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        rec.error = "%s: %s" % (type(e).__name__, e)
+        rec.t_done = time.monotonic()
+
+
+async def drive(url, reqs, opts, closed=0):
+    """Replay reqs; open loop at their arrival times (x time scale), or
+    closed loop with `closed` workers each taking whole sessions."""
+    recs = [Rec(i) for i in range(len(reqs))]
+    conn = aiohttp.TCPConnector(limit=0, force_close=False,
+                                enable_cleanup_closed=True)
+    timeout = opts.request_timeout
+    async with aiohttp.ClientSession(connector=conn) as session:
+        t0 = time.monotonic()
+        if closed:
+            sessions = collections.OrderedDict()
+            for i, r in enumerate(reqs):
+                sessions.setdefault(r.session, []).append(i)
+            queue = collections.deque(sessions.values())
+
+            async def worker():
+                while queue:
+                    for i in queue.popleft():
+                        recs[i].t_sched = time.monotonic()
+                        await do_request(session, url, reqs[i], recs[i], timeout)
+            await asyncio.gather(*(worker() for _ in range(closed)))
+        else:
+            tasks = []
+            scale = opts.time_scale
+            for i, r in enumerate(reqs):
+                target = t0 + r.t * scale
+                d = target - time.monotonic()
+                if d > 0:
+                    await asyncio.sleep(d)
+                recs[i].t_sched = target
+                tasks.append(asyncio.ensure_future(
+                    do_request(session, url, r, recs[i], timeout)))
+            await asyncio.gather(*tasks)
+        t1 = time.monotonic()
+    return recs, t0, t1
+
+
+# ---------------------------------------------------------------------------
+# one run
+
+
+def pct(xs, p):
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    k = (len(xs) - 1) * p / 100.0
+    f = math.floor(k)
+    c = min(f + 1, len(xs) - 1)
+    return xs[f] + (xs[c] - xs[f]) * (k - f)
+
+
+def summarize(strategy, wl, recs, t0, t1, before, after, opts, ports,
+              warmup=0.0):
+    scale = opts.time_scale
+    all_recs = recs
+    recs = recs[int(len(recs) * warmup):]   # latency figures after warm-up
+    ok = [r for r in recs if r.error is None and r.status == 200
+          and r.t_first is not None]
+    ttft = [(r.t_first - r.t_send) / scale for r in ok]
+    e2e = [(r.t_done - r.t_send) / scale for r in ok]
+    delta = []
+    for b, a in zip(before, after):
+        delta.append({k: a.get(k, 0) - b.get(k, 0) for k in a})
+    q = sum(d.get("vllm:prefix_cache_queries", 0) for d in delta)
+    h = sum(d.get("vllm:prefix_cache_hits", 0) for d in delta)
+    per_inst = collections.Counter(r.instance for r in ok)
+    names = ["i%d" % i for i in range(len(ports))]
+    counts = [per_inst.get(n, 0) for n in names]
+    peaks = [a.get("llmsim:peak_requests_inflight", 0) for a in after]
+    lag = sum(d.get("llmsim:step_lag_seconds", 0) for d in delta)
+    busy = [d.get("llmsim:busy_seconds", 0) for d in delta]
+    dur = (max(r.t_done for r in all_recs if r.t_done) - t0) / scale \
+        if all_recs else 0
+    out_tok = sum(r.out_tokens for r in all_recs if r.error is None)
+    n_done = sum(1 for r in all_recs if r.error is None and r.status == 200)
+    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
+    cached_client = [r.cached for r in ok if r.cached is not None]
+    prompt_client = [r.prompt for r in ok if r.prompt]
+    errors = collections.Counter((r.error or "")[:80] for r in recs
+                                 if r not in ok)
+    # late sends: the client could not keep the schedule
+    late = [r.t_send - r.t_sched for r in recs if r.t_sched is not None]
+    return {
+        "strategy": strategy,
+        "workload": wl.name,
+        "n": len(recs),
+        "ok": len(ok),
+        "errors": dict(errors),
+        "ttft_p50": pct(ttft, 50), "ttft_p90": pct(ttft, 90),
+        "ttft_p99": pct(ttft, 99), "ttft_mean": mean(ttft),
+        "e2e_p50": pct(e2e, 50), "e2e_p90": pct(e2e, 90),
+        "hit_rate": h / q if q else float("nan"),
+        "hit_rate_client": (sum(cached_client) / sum(prompt_client)
+                            if prompt_client else float("nan")),
+        "prefill_tokens": sum(d.get("llmsim:prefill_tokens", 0) for d in delta),
+        "duration": dur,
+        "req_per_s": n_done / dur if dur else float("nan"),
+        "out_tok_per_s": out_tok / dur if dur else float("nan"),
+        "per_instance": counts,
+        "balance_req": (max(counts) / mean(counts)) if sum(counts) else float("nan"),
+        "peak_inflight": peaks,
+        "balance_peak": (max(peaks) / mean(peaks)) if sum(peaks) else float("nan"),
+        "busy": busy,
+        "step_lag": lag,
+        "client_late_p99": pct(late, 99) if late else 0.0,
+        "ttfts": ttft,
+        "wall": t1 - t0,
+    }
+
+
+def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0):
+    reqs = reqs if reqs is not None else wl.requests
+    tmp = tempfile.mkdtemp(prefix="pa-bench-%s-" % strategy)
+    os.chmod(tmp, 0o755)
+    sim = proxy = None
+    try:
+        ports = bench_ports(opts)
+        sim_ports, pport = ports[:-1], ports[-1]
+        sim = start_sim(tmp, sim_ports, opts)
+        proxy = start_proxy(strategy, tmp, pport, sim_ports, opts)
+        url = "http://127.0.0.1:%d" % pport
+
+        async def go():
+            async with aiohttp.ClientSession() as s:
+                # through the proxy once, so that a broken proxy fails here
+                async with s.get(url + "/ping") as r:
+                    if r.status != 200:
+                        raise RuntimeError("%s: GET /ping -> %d" % (strategy,
+                                                                    r.status))
+                before = await scrape(s, sim_ports)
+            recs, t0, t1 = await drive(url, reqs, opts, closed)
+            routes = None
+            async with aiohttp.ClientSession() as s:
+                after = await scrape(s, sim_ports)
+                if is_pa(strategy):
+                    routes = await pa_routes(s, url)
+            return recs, t0, t1, before, after, routes
+
+        cpu0 = proc_cpu(sim.pid)
+        recs, t0, t1, before, after, routes = asyncio.run(go())
+        sim_cpu = proc_cpu(sim.pid) - cpu0
+        res = summarize(strategy, wl, recs, t0, t1, before, after, opts,
+                        sim_ports, warmup)
+        res["routes"] = routes
+        res["sim_cpu"] = sim_cpu / res["wall"] if res["wall"] else float("nan")
+        if proxy.poll() is not None:
+            res["errors"]["proxy exited"] = 1
+        if not quiet:
+            log("  %-13s ok %d/%d  TTFT p50 %.3f p90 %.3f p99 %.3f s  hit %.1f%%  "
+                "req/inst %s  peak %s  (wall %.1fs, sim lag %.2fs, sim CPU %.0f%%)"
+                % (strategy, res["ok"], res["n"], res["ttft_p50"], res["ttft_p90"],
+                   res["ttft_p99"], 100 * res["hit_rate"], res["per_instance"],
+                   [int(x) for x in res["peak_inflight"]], res["wall"],
+                   res["step_lag"], 100 * res["sim_cpu"]))
+            if res["errors"]:
+                log("    errors:", res["errors"])
+            if routes:
+                log("    prefix_aware routes:", routes)
+        return res
+    finally:
+        if proxy is not None:
+            PROCS.stop(proxy)
+        if sim is not None:
+            PROCS.stop(sim)
+        if opts.keep_tmp:
+            log("  kept", tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# the ideal: one LRU as large as all caches together, offline
+
+
+def ideal_hit_rate(reqs, capacity_blocks):
+    lru = collections.OrderedDict()
+    q = h = 0
+    for r in reqs:
+        data, _, _, _, _ = llmsim.parse_prompt(r.path, r.body)
+        hashes = llmsim.block_hashes(data)
+        plen = llmsim.num_tokens(len(data))
+        limit = (plen - 1) // llmsim.BLOCK_TOKENS
+        n = 0
+        for x in hashes[:limit]:
+            if x not in lru:
+                break
+            n += 1
+        q += plen
+        h += n * llmsim.BLOCK_TOKENS
+        # touch tail first so that the head stays the most recent
+        for x in reversed(hashes):
+            if x in lru:
+                lru.move_to_end(x)
+            else:
+                lru[x] = None
+        while len(lru) > capacity_blocks:
+            lru.popitem(last=False)
+    return h / q if q else float("nan")
+
+
+# ---------------------------------------------------------------------------
+# reports
+
+
+def fmt(x, f="%.3f"):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f % x
+
+
+def ratio(x, base):
+    if base is None or x is None or not base or math.isnan(base) or math.isnan(x):
+        return "-"
+    return "%.2f" % (x / base)
+
+
+def table(results, ideal=None, sweep=None):
+    base = next((r for r in results if r["strategy"] == "round_robin"), None)
+    g = lambda k: base[k] if base else None  # noqa: E731
+    rows = ["| strategy | ok | TTFT P50 s | P90 s | P99 s | KV hit | req/s | "
+            "out tok/s | max/mean req | max/mean peak in-flight |"
+            + (" max rate @SLO |" if sweep else ""),
+            "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if sweep else "")]
+    for r in results:
+        s = r["strategy"]
+        cells = [
+            label(s),
+            "%d/%d" % (r["ok"], r["n"]),
+            "%s (%s)" % (fmt(r["ttft_p50"]), ratio(r["ttft_p50"], g("ttft_p50"))),
+            "%s (%s)" % (fmt(r["ttft_p90"]), ratio(r["ttft_p90"], g("ttft_p90"))),
+            "%s (%s)" % (fmt(r["ttft_p99"]), ratio(r["ttft_p99"], g("ttft_p99"))),
+            "%s (%s)" % (fmt(100 * r["hit_rate"], "%.1f%%"),
+                         ratio(r["hit_rate"], g("hit_rate"))),
+            "%s (%s)" % (fmt(r["req_per_s"], "%.2f"), ratio(r["req_per_s"], g("req_per_s"))),
+            "%s (%s)" % (fmt(r["out_tok_per_s"], "%.0f"),
+                         ratio(r["out_tok_per_s"], g("out_tok_per_s"))),
+            "%s (%s)" % (fmt(r["balance_req"], "%.2f"),
+                         ratio(r["balance_req"], g("balance_req"))),
+            "%s (%s)" % (fmt(r["balance_peak"], "%.2f"),
+                         ratio(r["balance_peak"], g("balance_peak"))),
+        ]
+        if sweep:
+            sw, allpass = sweep.get(s, (None, False))
+            b = sweep.get("round_robin", (None, False))[0]
+            if sw:
+                cells.append("%s%s (%s)" % ("&ge; " if allpass else "",
+                                            fmt(sw, "%.1f"), ratio(sw, b)))
+            else:
+                cells.append("< lowest" if s in sweep else "-")
+        rows.append("| " + " | ".join(cells) + " |")
+    if ideal is not None:
+        rows.append("| %s | | | | | %s (%s) | | | | |%s" % (
+            LABELS["ideal"], fmt(100 * ideal, "%.1f%%"),
+            ratio(ideal, g("hit_rate")), " |" if sweep else ""))
+    return "\n".join(rows)
+
+
+def plots(wlname, results, ideal, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib missing: no plots")
+        return []
+    files = []
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in results:
+        xs = sorted(r["ttfts"])
+        if not xs:
+            continue
+        ys = [(i + 1) / len(xs) for i in range(len(xs))]
+        ax.step(xs, ys, where="post", label=label(r["strategy"]))
+    ax.set_xscale("log")
+    ax.set_xlabel("TTFT, model seconds (log)")
+    ax.set_ylabel("fraction of requests")
+    ax.set_title("%s: TTFT CDF" % wlname)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    f = os.path.join(outdir, "%s_ttft_cdf.png" % wlname)
+    fig.savefig(f, dpi=90)
+    plt.close(fig)
+    files.append(f)
+
+    names = [r["strategy"] for r in results]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    hits = [100 * r["hit_rate"] for r in results]
+    a1.bar(range(len(names)), hits, color="tab:blue")
+    if ideal is not None:
+        a1.axhline(100 * ideal, color="tab:red", ls="--", label="ideal (offline)")
+        a1.legend(fontsize=7)
+    a1.set_xticks(range(len(names)))
+    a1.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    a1.set_ylabel("KV cache hit rate, % of prompt tokens")
+    a1.set_ylim(0, 100)
+    a1.set_title("%s: prefix cache hits" % wlname)
+    w = 0.38
+    a2.bar([i - w / 2 for i in range(len(names))],
+           [r["balance_req"] for r in results], w, label="requests max/mean")
+    a2.bar([i + w / 2 for i in range(len(names))],
+           [r["balance_peak"] for r in results], w, label="peak in-flight max/mean")
+    a2.axhline(1.0, color="grey", lw=0.8)
+    a2.set_xticks(range(len(names)))
+    a2.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    a2.set_title("%s: load balance (1 = even)" % wlname)
+    a2.legend(fontsize=7)
+    fig.tight_layout()
+    f = os.path.join(outdir, "%s_hits_balance.png" % wlname)
+    fig.savefig(f, dpi=90)
+    plt.close(fig)
+    files.append(f)
+    return files
+
+
+def machine():
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f
+                        if l.startswith("model name")), "?")
+    except OSError:
+        cpu = "?"
+    ver = lambda cmd: subprocess.run(cmd, capture_output=True, text=True).stderr.splitlines()[0] \
+        if shutil.which(cmd[0]) or os.path.exists(cmd[0]) else "?"  # noqa: E731
+    try:
+        hv = subprocess.run([HAPROXY, "-v"], capture_output=True,
+                            text=True).stdout.splitlines()[0]
+    except (OSError, IndexError):
+        hv = "?"
+    try:
+        nv = ver([NGINX, "-v"])
+    except (OSError, IndexError):
+        nv = "?"
+    return "%s, %d cores, %s; %s; %s; Python %s, aiohttp %s" % (
+        cpu, os.cpu_count(), platform.platform(), nv, hv,
+        platform.python_version(), aiohttp.__version__)
+
+
+def write_sensitivity(outdir, wl, sens, ideal, opts):
+    if not sens:
+        return
+    path = os.path.join(outdir, "%s.md" % wl.name)
+    lines = ["", "## prefix_aware's parameters", "",
+             "The same request stream; prefix_aware with one parameter changed "
+             "(the others: `%s`)." % pa_directive(opts), "", table(sens), ""]
+    for r in sens:
+        if r.get("routes"):
+            lines.append("- %s routes: `%s`" % (label(r["strategy"]), r["routes"]))
+    with open(path, "a") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def write_workload_report(outdir, wl, results, ideal, opts, sweep=None,
+                          sweep_rates=None, slo=None):
+    pngs = plots(wl.name, results, ideal, outdir)
+    p = dict(wl.params)
+    lines = ["# Workload `%s`" % wl.name, "",
+             workloads.DESCRIPTIONS.get(wl.name, ""), "",
+             "Parameters: `%s`" % json.dumps(p), "",
+             wl.describe(), "",
+             "Setup: %d simulated instances (%s, %d KV blocks = %d tokens each), "
+             "time scale %g, open-loop Poisson arrivals at %.2f req/s (model time); "
+             "prefix_aware `%s`. Figures in model seconds; "
+             "(x) = ratio to nginx round robin in the same run." % (
+                 opts.instances, llmsim.MODEL["name"] + " on " + llmsim.GPU["name"],
+                 opts.kv_blocks, opts.kv_blocks * llmsim.BLOCK_TOKENS,
+                 opts.time_scale, p["rate"], pa_directive(opts)), "",
+             table(results, ideal, sweep), ""]
+    if sweep is not None:
+        lines += ["Max rate @SLO: highest offered load (req/s, model time) whose "
+                  "P90 TTFT stayed under %.2f s with every request answered: "
+                  "a ladder %s (stopping at the first miss), then %d "
+                  "bisection steps between the last pass and the first miss. Each "
+                  "point is a fresh %g-model-second run whose first %d%% is "
+                  "left out as warm-up; &ge;: the highest rate tried passed."
+                  % (slo, ", ".join("%g" % x for x in sweep_rates),
+                     opts.sweep_probes, opts.sweep_seconds,
+                     100 * opts.sweep_warmup), ""]
+    for r in results:
+        if r["errors"]:
+            lines.append("- %s errors: `%s`" % (r["strategy"], r["errors"]))
+        if r["step_lag"] > 0.05 * r["wall"]:
+            lines.append("- %s: simulator fell behind by %.1f s of %.1f s wall "
+                         "(CPU-bound; figures less reliable)" % (
+                             r["strategy"], r["step_lag"], r["wall"]))
+    for r in results:
+        if r.get("routes"):
+            lines.append("- %s: why requests went where they went (the module's "
+                         "counters): `%s`" % (label(r["strategy"]), r["routes"]))
+    lines += ["", "Simulator (4 instances, one process): CPU %s of one core; "
+              "step-loop lag %s of the run's wall time." % (
+                  ", ".join("%s %.0f%%" % (r["strategy"], 100 * r.get("sim_cpu", float("nan")))
+                            for r in results),
+                  ", ".join("%s %.1f%%" % (r["strategy"], 100 * r["step_lag"] / r["wall"])
+                            for r in results if r["wall"]))]
+    lines += ["", "Per-instance requests: " + "; ".join(
+        "%s %s" % (r["strategy"], r["per_instance"]) for r in results), ""]
+    for f in pngs:
+        lines.append("![%s](%s)" % (os.path.basename(f), os.path.basename(f)))
+    with open(os.path.join(outdir, "%s.md" % wl.name), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+# ---------------------------------------------------------------------------
+# modes
+
+
+def strategies_for(opts, required_pa=False):
+    names = [s for s in opts.strategies.split(",") if s]
+    for s in names:
+        if s not in ALL_STRATEGIES and not is_pa(s):
+            sys.exit("run.py: unknown strategy %r (have %s)" % (
+                s, ", ".join(ALL_STRATEGIES)))
+        if is_pa(s):
+            try:
+                pa_directive(opts, s)
+            except ValueError as e:
+                sys.exit("run.py: %s" % e)
+    if any(is_pa(s) for s in names) and not module_available():
+        msg = ("prefix_aware: %s is not built (make module); " % MODULE_SO)
+        if required_pa:
+            log("run.py: " + msg + "cannot run without it")
+            sys.exit(2)
+        log("run.py: " + msg + "skipping this strategy")
+        names = [s for s in names if not is_pa(s)]
+    return names
+
+
+def run_workload(wlname, strategies, opts, rate=None, n=None, closed=0):
+    wl = workloads.generate(wlname, n=n or opts.n, rate=rate or opts.rate,
+                            seed=opts.seed)
+    log("== %s (%s)" % (wl.name, wl.describe()))
+    ideal = ideal_hit_rate(wl.requests, opts.instances * opts.kv_blocks)
+    results = []
+    for s in strategies:
+        results.append(run_one(s, wl, opts, closed=closed))
+    log("  ideal hit rate %.1f%%" % (100 * ideal))
+    return wl, results, ideal
+
+
+def print_table(results, ideal):
+    base = next((r for r in results if r["strategy"] == "round_robin"), None)
+    print("%-30s %9s %9s %9s %8s %9s %9s" % (
+        "strategy", "TTFT P50", "TTFT P90", "hit rate", "req/s", "max/mean",
+        "peak m/m"))
+    for r in results:
+        rel = ""
+        if base and r is not base and base["ttft_p50"]:
+            rel = "  P50 %+.0f%%, P90 %+.0f%% vs round robin" % (
+                100 * (r["ttft_p50"] / base["ttft_p50"] - 1),
+                100 * (r["ttft_p90"] / base["ttft_p90"] - 1))
+        print("%-30s %8.3fs %8.3fs %8.1f%% %8.2f %9.2f %9.2f%s" % (
+            label(r["strategy"]), r["ttft_p50"],
+            r["ttft_p90"], 100 * r["hit_rate"], r["req_per_s"],
+            r["balance_req"], r["balance_peak"], rel))
+    if ideal is not None:
+        print("%-30s %9s %9s %8.1f%%" % ("ideal (offline LRU)", "", "",
+                                          100 * ideal))
+
+
+def check_complete(results):
+    bad = [r for r in results if r["ok"] != r["n"]]
+    for r in bad:
+        log("FAIL: %s answered %d of %d requests: %s" % (
+            r["strategy"], r["ok"], r["n"], r["errors"]))
+    return not bad
+
+
+def mode_smoke(opts):
+    strategies = strategies_for(opts, required_pa=True)
+    wl, results, ideal = run_workload(opts.workloads.split(",")[0], strategies, opts)
+    print_table(results, ideal)
+    ok = check_complete(results)
+    by = {r["strategy"]: r for r in results}
+    rr, pa = by.get("round_robin"), by.get("prefix_aware")
+    if rr and pa:
+        if not pa["hit_rate"] > rr["hit_rate"]:
+            log("FAIL: prefix_aware hit rate %.1f%% is not above round robin's "
+                "%.1f%%" % (100 * pa["hit_rate"], 100 * rr["hit_rate"]))
+            ok = False
+        else:
+            log("ok: prefix_aware hit rate %.1f%% > round robin %.1f%%"
+                % (100 * pa["hit_rate"], 100 * rr["hit_rate"]))
+    if ok:
+        print("bench-smoke: %d passed, 0 failed" % (len(results) + 1))
+    else:
+        print("bench-smoke: FAILED")
+    return 0 if ok else 1
+
+
+def mode_demo(opts):
+    strategies = strategies_for(opts, required_pa=True)
+    wl, results, ideal = run_workload(opts.workloads.split(",")[0], strategies, opts)
+    print()
+    print("workload: %s" % wl.describe())
+    print("%d simulated %s instances, %d-token KV cache each; times in model "
+          "seconds" % (opts.instances, llmsim.MODEL["name"],
+                       opts.kv_blocks * llmsim.BLOCK_TOKENS))
+    print_table(results, ideal)
+    return 0 if check_complete(results) else 1
+
+
+def sweep_point(wlname, strategy, opts, rate, slo):
+    n = max(60, int(rate * opts.sweep_seconds))
+    wl = workloads.generate(wlname, n=n, rate=rate, seed=opts.seed)
+    r = run_one(strategy, wl, opts, quiet=True, warmup=opts.sweep_warmup)
+    good = r["ok"] == r["n"] and r["ttft_p90"] <= slo
+    lagged = r["step_lag"] > 0.1 * r["wall"]
+    log("    sweep %-13s %6.2f req/s: P90 %.3f s %s%s" % (
+        strategy, rate, r["ttft_p90"], "ok" if good else "over SLO",
+        " (simulator lagged %.1fs of %.1fs)" % (r["step_lag"], r["wall"])
+        if lagged else ""))
+    return good
+
+
+def sweep_strategy(wlname, strategy, opts, rates, slo):
+    """The highest offered load whose P90 TTFT stays under the SLO: a
+    ladder of rates (ascending, stops at the first miss), then
+    sweep_probes bisection steps between the last pass and the first miss.  Each point is a
+    fresh run of sweep_seconds (model time) whose first sweep_warmup share
+    is left out.  -> (best rate or None, the highest rate tried passed)"""
+    best = None
+    fail = None
+    for rate in rates:
+        if sweep_point(wlname, strategy, opts, rate, slo):
+            best = rate
+        else:
+            fail = rate
+            break
+    if fail is None or best is None:
+        return best, fail is None
+    for _ in range(opts.sweep_probes):      # bisect between pass and miss
+        mid = round((best + fail) / 2.0, 2)
+        if not best < mid < fail:
+            break
+        if sweep_point(wlname, strategy, opts, mid, slo):
+            best = mid
+        else:
+            fail = mid
+    return best, False
+
+
+def mode_bench(opts):
+    strategies = strategies_for(opts)
+    outdir = opts.out
+    os.makedirs(outdir, exist_ok=True)
+    t_start = time.monotonic()
+    summary = []
+    raw = {}
+    for wlname in opts.workloads.split(","):
+        wl, results, ideal = run_workload(wlname, strategies, opts)
+        sweep = None
+        rates = None
+        if opts.sweep:
+            base = wl.params["rate"]
+            rates = [round(base * m, 2) for m in opts.sweep_mult]
+            sweep = {}
+            log("  rate sweep %s, SLO P90 TTFT <= %.2f s" % (rates, opts.slo))
+            for s in strategies:
+                sweep[s] = sweep_strategy(wlname, s, opts, rates, opts.slo)
+        write_workload_report(outdir, wl, results, ideal, opts, sweep, rates,
+                              opts.slo)
+        sens = []
+        if opts.sensitivity and wlname in opts.sensitivity_workloads.split(","):
+            if module_available():
+                log("  prefix_aware parameters")
+                base = [r for r in results if r["strategy"] in
+                        ("round_robin", "prefix_aware")]
+                sens = base + [run_one(x, wl, opts) for x in
+                               opts.sensitivity.split(",") if x]
+            else:
+                log("  prefix_aware parameters: skipped, module not built")
+        write_sensitivity(outdir, wl, sens, ideal, opts)
+        summary.append((wl, results, ideal, sweep, sens))
+        raw[wlname] = {"params": wl.params, "ideal": ideal, "sweep": sweep,
+                       "results": [{k: v for k, v in r.items() if k != "ttfts"}
+                                   for r in results]}
+        with open(os.path.join(outdir, "raw.json"), "w") as f:
+            json.dump(raw, f, indent=1, default=str)
+    lines = ["# Benchmark summary", "",
+             "Machine: %s" % machine(), "",
+             "Run: `%s`, %.0f s wall. %d simulated instances of %s on %s, "
+             "%d KV blocks (%d tokens) each, time scale %g; prefix_aware `%s`. "
+             "Times are model seconds; (x) = ratio to nginx round robin in the "
+             "same run." % (
+                 " ".join(sys.argv[1:]), time.monotonic() - t_start,
+                 opts.instances, llmsim.MODEL["name"], llmsim.GPU["name"],
+                 opts.kv_blocks, opts.kv_blocks * llmsim.BLOCK_TOKENS,
+                 opts.time_scale, pa_directive(opts)), ""]
+    if not module_available():
+        lines += ["**prefix_aware was not run: %s was not built.**" % MODULE_SO, ""]
+    for wl, results, ideal, sweep, sens in summary:
+        lines += ["## %s" % wl.name, "", workloads.DESCRIPTIONS.get(wl.name, ""),
+                  "", "%s" % wl.describe(), "", table(results, ideal, sweep), ""]
+        if sens:
+            lines += ["prefix_aware's parameters on the same stream:", "",
+                      table(sens), ""]
+        lines += ["Details and plots: [%s.md](%s.md)" % (wl.name, wl.name), ""]
+    ov = os.path.join(outdir, "overhead.md")
+    if os.path.exists(ov):
+        lines += ["## Router overhead", "", "See [overhead.md](overhead.md).", ""]
+    with open(os.path.join(outdir, "summary.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    log("wrote %s/summary.md" % outdir)
+    ok = all(check_complete(r) for _, r, _, _, _ in summary)
+    return 0 if ok else 1
+
+
+def mode_run(opts):
+    strategies = strategies_for(opts)
+    ok = True
+    for wlname in opts.workloads.split(","):
+        wl, results, ideal = run_workload(wlname, strategies, opts,
+                                          closed=opts.closed)
+        print("\n## %s\n" % wl.describe())
+        print(table(results, ideal))
+        ok = check_complete(results) and ok
+    return 0 if ok else 1
+
+
+PRESETS = {
+    # seconds: a small long-context run, round robin vs prefix_aware
+    "smoke": dict(workloads="rag", strategies="round_robin,prefix_aware",
+                  n=160, rate=10.0, kv_blocks=1536, time_scale=0.25),
+    # < 2 minutes
+    "demo": dict(workloads="rag", strategies="round_robin,prefix_aware",
+                 n=None, rate=None, kv_blocks=2048, time_scale=0.5),
+    # the full benchmark
+    "bench": dict(workloads=",".join(workloads.NAMES),
+                  strategies=",".join(ALL_STRATEGIES),
+                  n=None, rate=None, kv_blocks=2048, time_scale=0.5),
+    "run": dict(workloads="rag", strategies=",".join(ALL_STRATEGIES),
+                n=None, rate=None, kv_blocks=2048, time_scale=0.5),
+}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="prefix-aware routing benchmark")
+    ap.add_argument("mode", choices=list(PRESETS))
+    ap.add_argument("--workloads")
+    ap.add_argument("--strategies")
+    ap.add_argument("--n", type=int, help="requests per run")
+    ap.add_argument("--rate", type=float, help="offered load, req/s model time")
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--closed", type=int, default=0,
+                    help="closed loop with this many workers (run mode)")
+    ap.add_argument("--instances", type=int, default=4)
+    ap.add_argument("--base-port", type=int, default=18400,
+                    help="instances on base..base+N-1, the proxy on base+N "
+                         "(0: any free ports)")
+    ap.add_argument("--kv-blocks", type=int)
+    ap.add_argument("--time-scale", type=float)
+    ap.add_argument("--pa-length", type=int, default=4096)
+    ap.add_argument("--pa-threshold", type=int, default=10)
+    ap.add_argument("--pa-format", default="auto")
+    ap.add_argument("--request-timeout", type=float, default=300.0)
+    ap.add_argument("--max-seconds", type=float, default=1800.0,
+                    help="the simulator exits by itself after this (safety)")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--sweep", action="store_true",
+                    help="bench: also sweep the rate for the SLO")
+    ap.add_argument("--no-sweep", dest="sweep", action="store_false")
+    ap.add_argument("--sweep-seconds", type=float, default=16.0,
+                    help="model seconds of requests per sweep point")
+    ap.add_argument("--sweep-warmup", type=float, default=0.25)
+    ap.add_argument("--sweep-probes", type=int, default=2,
+                    help="bisection steps after the ladder")
+    ap.add_argument("--sweep-mult", default="0.5,1,2,4",
+                    help="ladder of rates, times the workload's rate")
+    ap.add_argument("--slo", type=float, default=1.0,
+                    help="P90 TTFT SLO for the sweep, model seconds")
+    ap.add_argument("--keep-tmp", action="store_true")
+    ap.add_argument("--sensitivity", default="prefix_aware@threshold=4,"
+                    "prefix_aware@threshold=20,prefix_aware@threshold=40,"
+                    "prefix_aware@length=1024",
+                    help="bench: extra prefix_aware variants ('' for none)")
+    ap.add_argument("--sensitivity-workloads", default="rag,templated")
+    ap.set_defaults(sweep=None)
+    opts = ap.parse_args(argv)
+    preset = PRESETS[opts.mode]
+    for k, v in preset.items():
+        if k in ("docs",):
+            continue
+        if getattr(opts, k, None) is None:
+            setattr(opts, k, v)
+    if opts.sweep is None:
+        opts.sweep = opts.mode == "bench"
+    opts.sweep_mult = [float(x) for x in str(opts.sweep_mult).split(",")]
+    if not os.access(NGINX, os.X_OK):
+        sys.exit("run.py: %s not found (apt-get install nginx)" % NGINX)
+    t0 = time.monotonic()
+    try:
+        rc = {"smoke": mode_smoke, "demo": mode_demo, "bench": mode_bench,
+              "run": mode_run}[opts.mode](opts)
+    finally:
+        PROCS.stop_all()
+    log("run.py %s: %.1f s wall" % (opts.mode, time.monotonic() - t0))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,790 @@
+#!/usr/bin/python3
+"""llmsim: a simulated vLLM inference instance, for routing benchmarks.
+
+One process hosts one or more instances, each on its own loopback port and
+each with its own KV cache, scheduler and metrics, so that four instances
+cost one Python process.  Nothing is computed: the step loop sleeps for the
+time a GPU would take, which a roofline cost model derives from the batch.
+
+What is modelled (see docs/benchmarks.md for the calibration and sources):
+
+* Tokens.  The prompt text (after a Llama-3 chat template for chat
+  requests) is UTF-8 encoded and cut into 4-byte pieces; each piece is a
+  token (~4 bytes per token, the usual figure for English with a BPE
+  vocabulary).  Equal text prefixes therefore give equal token prefixes.
+* Prefix cache (vLLM automatic prefix caching).  Blocks of 16 tokens
+  (64 bytes); block i is named by hash(name of block i-1, its bytes), so a
+  block is only reused after the same whole prefix.  Only full prompt
+  blocks are cached, once computed.  A cached block not used by a running
+  request is evictable, least recently freed first (the tail of a request
+  is freed before its head, as vLLM does).  The cache has --kv-blocks
+  blocks, shared with the running requests: a request reserves blocks for
+  its prompt and max_tokens when admitted, or waits.  Hits are the longest
+  cached block prefix, at most prompt-1 tokens (the last token is always
+  recomputed).
+* Continuous batching (vLLM V1 scheduler, chunked prefill).  Each step
+  schedules one token for every decoding request, then prefill chunks of
+  admitted and waiting requests (first come first served) within
+  --max-batched-tokens; at most --max-num-seqs requests run.  The step
+  lasts max(compute, memory) + overhead:
+      compute = (2 P (prefill + decode tokens) + attention FLOPs) / (peak x mfu)
+      memory  = (weight bytes + KV bytes read by decoders) / (bandwidth x eff)
+  so it grows with the prefill tokens actually computed (cache misses) and
+  with the decoding requests and their contexts.  TTFT = queueing +
+  prefill of the uncached tokens (+ the first step's decode).
+* Time.  Every modelled duration is multiplied by --time-scale before it
+  is slept (0.5: twice as fast as the modelled GPU).  Reported times
+  (/metrics, usage) are in model seconds; a client divides its wall-clock
+  figures by the same factor.  llmsim:step_lag_seconds_total shows whether
+  the simulator itself fell behind (it should stay near zero).
+
+Endpoints: POST /v1/chat/completions, POST /v1/completions (SSE with
+"stream": true), POST /invocations (SageMaker; OpenAI chat or completion
+bodies, or {"inputs": ..., "parameters": {...}}, or any other bytes taken
+as the prompt), GET /ping, GET /health, GET /v1/models, GET /metrics,
+POST /admin/reset (clears the cache and the peak gauges when idle).
+Every response carries "X-Instance: <name>".
+
+Usage: llmsim.py --ports 8001,8002,8003,8004 [--kv-blocks 4096]
+                 [--time-scale 1.0] [--names a,b,c,d]
+Standard library + aiohttp only.
+"""
+
+import argparse
+import asyncio
+import collections
+import json
+import math
+import os
+import signal
+import sys
+import time
+
+from aiohttp import web
+
+BYTES_PER_TOKEN = 4
+BLOCK_TOKENS = 16
+BLOCK_BYTES = BYTES_PER_TOKEN * BLOCK_TOKENS
+HASH_SEED = 0x5EED
+
+TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0,
+                640.0, 2560.0]
+
+# Llama-3.1-8B-Instruct, bf16, on one H100 SXM 80GB (see docs/benchmarks.md)
+MODEL = {
+    "name": "meta-llama/Llama-3.1-8B-Instruct",
+    "params": 8.03e9,            # parameters
+    "weight_bytes": 16.06e9,     # bf16 weights
+    "layers": 32,
+    "hidden": 4096,
+    "kv_bytes_per_token": 2 * 32 * 8 * 128 * 2,   # K+V, 32 layers, 8 kv heads x 128, bf16
+}
+GPU = {
+    "name": "NVIDIA H100 SXM 80GB",
+    "peak_flops": 989e12,        # dense bf16
+    "mfu": 0.45,                 # achieved fraction in prefill
+    "bandwidth": 3.35e12,        # HBM3, bytes/s
+    "bw_eff": 0.77,              # achieved fraction in decode
+    "step_overhead": 0.0010,     # scheduler, sampling, launch: seconds per step
+}
+
+
+# ---------------------------------------------------------------------------
+# tokens and blocks (shared with the benchmark driver's offline ideal cache)
+
+LLAMA3_BOS = "<|begin_of_text|>"
+
+
+def chat_template(messages):
+    """Llama-3 chat template, text only."""
+    parts = [LLAMA3_BOS]
+    for m in messages:
+        content = m.get("content", "") if isinstance(m, dict) else ""
+        if isinstance(content, list):           # [{"type":"text","text":...}]
+            content = "".join(c.get("text", "") for c in content
+                              if isinstance(c, dict))
+        if not isinstance(content, str):
+            content = str(content)
+        role = m.get("role", "user") if isinstance(m, dict) else "user"
+        parts.append("<|start_header_id|>%s<|end_header_id|>\n\n%s<|eot_id|>"
+                     % (role, content))
+    parts.append("<|start_header_id|>assistant<|end_header_id|>\n\n")
+    return "".join(parts)
+
+
+def num_tokens(nbytes):
+    return max(1, -(-nbytes // BYTES_PER_TOKEN))
+
+
+def block_hashes(data):
+    """Chained hashes of the full 16-token blocks of the prompt bytes."""
+    out = []
+    h = HASH_SEED
+    end = len(data) - len(data) % BLOCK_BYTES
+    for i in range(0, end, BLOCK_BYTES):
+        h = hash((h, data[i:i + BLOCK_BYTES]))
+        out.append(h)
+    return out
+
+
+def parse_prompt(path, body):
+    """-> (prompt bytes, max_tokens, stream, kind, include_usage).
+
+    kind: "chat", "completion" or "tgi" (the response format)."""
+    try:
+        obj = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        obj = None
+    if not isinstance(obj, dict):
+        if path.endswith("/invocations"):
+            return body, 128, False, "tgi", False
+        raise ValueError("body is not a JSON object")
+    stream = bool(obj.get("stream", False))
+    so = obj.get("stream_options") or {}
+    include_usage = bool(isinstance(so, dict) and so.get("include_usage"))
+    max_tokens = obj.get("max_tokens", obj.get("max_completion_tokens"))
+    if "messages" in obj and path != "/v1/completions":
+        msgs = obj["messages"]
+        if not isinstance(msgs, list):
+            raise ValueError("messages must be a list")
+        text = chat_template(msgs)
+        kind = "chat"
+    elif "prompt" in obj:
+        p = obj["prompt"]
+        if isinstance(p, list):
+            p = "".join(x for x in p if isinstance(x, str))
+        text = LLAMA3_BOS + str(p)
+        kind = "completion"
+    elif "inputs" in obj:
+        text = LLAMA3_BOS + str(obj["inputs"])
+        params = obj.get("parameters") or {}
+        if isinstance(params, dict):
+            max_tokens = params.get("max_new_tokens", max_tokens)
+            stream = bool(params.get("stream", stream))
+        kind = "tgi"
+    else:
+        raise ValueError("neither messages, prompt nor inputs")
+    if max_tokens is None:
+        max_tokens = 128
+    max_tokens = max(1, min(int(max_tokens), 32768))
+    return text.encode("utf-8"), max_tokens, stream, kind, include_usage
+
+
+# ---------------------------------------------------------------------------
+# KV cache
+
+
+class KVCache:
+    """Refcounted cached blocks + LRU of the evictable ones + private blocks."""
+
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.ref = {}                          # hash -> refcount, computed blocks
+        self.free = collections.OrderedDict()  # hash -> None, refcount 0, LRU first
+        self.private = 0                       # reserved, not (yet) cached
+        self.evictions = 0
+
+    def occupied(self):
+        return len(self.ref) + self.private
+
+    def lookup(self, hashes, limit):
+        n = 0
+        ref = self.ref
+        for h in hashes[:limit]:
+            if h not in ref:
+                break
+            n += 1
+        return n
+
+    def can_reserve(self, n):
+        return len(self.ref) - len(self.free) + self.private + n <= self.capacity
+
+    def reserve(self, n):
+        """Make room for n private blocks, evicting free cached ones."""
+        while self.occupied() + n > self.capacity and self.free:
+            h, _ = self.free.popitem(last=False)
+            del self.ref[h]
+            self.evictions += 1
+        self.private += n
+
+    def acquire(self, hashes):
+        for h in hashes:
+            c = self.ref[h]
+            if c == 0:
+                del self.free[h]
+            self.ref[h] = c + 1
+
+    def publish(self, h):
+        """A reserved block was computed: cache it if nobody has it yet.
+        Returns True if it is now a cached block held by the caller."""
+        if h in self.ref:
+            return False            # computed twice (concurrent misses): stays private
+        self.ref[h] = 1
+        self.private -= 1
+        return True
+
+    def release(self, hashes, private):
+        # tail first, so that the tail is evicted first
+        for h in reversed(hashes):
+            c = self.ref[h] - 1
+            self.ref[h] = c
+            if c == 0:
+                self.free[h] = None
+        self.private -= private
+
+    def clear(self):
+        for h in list(self.free):
+            del self.ref[h]
+        self.free.clear()
+
+
+# ---------------------------------------------------------------------------
+# requests and the engine
+
+
+class Seq:
+    __slots__ = ("rid", "hashes", "prompt_len", "max_tokens", "computed",
+                 "cached", "generated", "held", "private", "published_upto",
+                 "t_arrival", "t_first", "t_done", "event", "pending",
+                 "done", "aborted", "ctx")
+
+    def __init__(self, rid, data, max_tokens, now):
+        self.rid = rid
+        self.hashes = block_hashes(data)
+        self.prompt_len = num_tokens(len(data))
+        self.max_tokens = max_tokens
+        self.computed = 0          # prompt tokens computed (or from cache)
+        self.cached = 0            # prompt tokens from cache
+        self.generated = 0
+        self.held = []             # cached block hashes this seq refers to
+        self.private = 0           # reserved blocks not cached
+        self.published_upto = 0    # blocks of hashes[] dealt with
+        self.t_arrival = now
+        self.t_first = None
+        self.t_done = None
+        self.event = asyncio.Event()
+        self.pending = 0           # tokens generated but not yet sent
+        self.done = False
+        self.aborted = False
+
+
+class Instance:
+    def __init__(self, name, port, args):
+        self.name = name
+        self.port = port
+        self.args = args
+        self.scale = args.time_scale
+        self.cache = KVCache(args.kv_blocks)
+        self.waiting = collections.deque()
+        self.running = []
+        self.wake = asyncio.Event()
+        self.next_id = 0
+        self.t0 = time.monotonic()
+        # metrics (model seconds / tokens)
+        self.m = collections.Counter()
+        self.ttft_buckets = [0] * (len(TTFT_BUCKETS) + 1)
+        self.ttft_sum = 0.0
+        self.ttft_count = 0
+        self.peak_running = 0
+        self.peak_inflight = 0
+        self.inflight = 0          # HTTP requests being served
+
+    # model time
+    def now(self):
+        return (time.monotonic() - self.t0) / self.scale
+
+    def submit(self, data, max_tokens):
+        self.next_id += 1
+        seq = Seq(self.next_id, data, max_tokens, self.now())
+        self.waiting.append(seq)
+        self.m["prompt_tokens"] += seq.prompt_len
+        self.wake.set()
+        return seq
+
+    def abort(self, seq):
+        if seq.done:
+            return
+        seq.aborted = True
+        if seq in self.waiting:
+            self.waiting.remove(seq)
+            seq.done = True
+        # a running one is dropped at the next step
+
+    def _admit(self, seq):
+        """Prefix lookup and block reservation; False if no room."""
+        c = self.cache
+        limit = (seq.prompt_len - 1) // BLOCK_TOKENS
+        hit = c.lookup(seq.hashes, limit)
+        total = -(-(seq.prompt_len + seq.max_tokens) // BLOCK_TOKENS)
+        need = total - hit
+        # blocks we would take from the free list count as used
+        taken = sum(1 for h in seq.hashes[:hit] if c.ref[h] == 0)
+        if not c.can_reserve(need + taken):
+            if not self.running and need + taken > c.capacity:
+                return None     # can never fit
+            return False
+        c.acquire(seq.hashes[:hit])
+        c.reserve(need)
+        seq.held = list(seq.hashes[:hit])
+        seq.private = need
+        seq.published_upto = hit
+        seq.cached = hit * BLOCK_TOKENS
+        seq.computed = seq.cached
+        self.m["prefix_cache_queries"] += seq.prompt_len
+        self.m["prefix_cache_hits"] += seq.cached
+        return True
+
+    def _publish(self, seq):
+        full = min(seq.computed // BLOCK_TOKENS, len(seq.hashes))
+        c = self.cache
+        for i in range(seq.published_upto, full):
+            h = seq.hashes[i]
+            if c.publish(h):
+                seq.held.append(h)
+                seq.private -= 1
+        seq.published_upto = max(seq.published_upto, full)
+
+    def _finish(self, seq, now):
+        seq.done = True
+        seq.t_done = now
+        self.cache.release(seq.held, seq.private)
+        seq.held = []
+        seq.private = 0
+        seq.event.set()
+
+    def _schedule(self):
+        """One step's batch: list of (seq, prefill_tokens) and decoders."""
+        budget = self.args.max_batched_tokens
+        decoders = []
+        prefill = []
+        keep = []
+        for seq in self.running:
+            if seq.aborted:
+                self._finish(seq, self.now())
+                continue
+            keep.append(seq)
+            if seq.computed >= seq.prompt_len:
+                if budget > 0:
+                    decoders.append(seq)
+                    budget -= 1
+        self.running = keep
+        for seq in self.running:
+            if budget <= 0:
+                break
+            if seq.computed < seq.prompt_len:
+                n = min(seq.prompt_len - seq.computed, budget)
+                prefill.append((seq, n))
+                budget -= n
+        while (self.waiting and budget > 0
+               and len(self.running) < self.args.max_num_seqs):
+            seq = self.waiting[0]
+            ok = self._admit(seq)
+            if ok is None:          # larger than the whole cache: refuse
+                self.waiting.popleft()
+                seq.aborted = True
+                seq.done = True
+                seq.event.set()
+                continue
+            if not ok:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            n = min(seq.prompt_len - seq.computed, budget)
+            prefill.append((seq, n))
+            budget -= n
+        return prefill, decoders
+
+    def step_time(self, prefill, decoders):
+        L, d = MODEL["layers"], MODEL["hidden"]
+        flops = 0.0
+        for seq, n in prefill:
+            a, b = seq.computed, seq.computed + n
+            flops += 2.0 * MODEL["params"] * n + 2.0 * L * d * (b * b - a * a)
+        kv_read = 0
+        for seq in decoders:
+            ctx = seq.prompt_len + seq.generated
+            flops += 2.0 * MODEL["params"] + 4.0 * L * d * ctx
+            kv_read += ctx
+        t_compute = flops / (GPU["peak_flops"] * GPU["mfu"])
+        t_memory = ((MODEL["weight_bytes"] + kv_read * MODEL["kv_bytes_per_token"])
+                    / (GPU["bandwidth"] * GPU["bw_eff"]))
+        return max(t_compute, t_memory) + GPU["step_overhead"]
+
+    async def run(self):
+        loop = asyncio.get_running_loop()
+        target = loop.time()
+        while True:
+            if not self.running and not self.waiting:
+                self.wake.clear()
+                await self.wake.wait()
+            prefill, decoders = self._schedule()
+            if not prefill and not decoders:
+                # nothing schedulable (waiting for blocks with nothing running
+                # cannot happen; aborted requests only): yield and retry
+                await asyncio.sleep(0.001)
+                continue
+            dt = self.step_time(prefill, decoders)
+            # sleep to an absolute deadline, so that the event loop's timer
+            # granularity (~1 ms late per sleep) does not accumulate
+            t = loop.time()
+            if t - target > 0.05:
+                target = t          # idle or far behind: start afresh
+            target += dt * self.scale
+            wait = target - t
+            if wait > 0:
+                await asyncio.sleep(wait)
+            lag = loop.time() - target
+            if lag > 0.002:
+                self.m["step_lag_seconds"] += lag
+            self.m["steps"] += 1
+            self.m["busy_seconds"] += dt
+            now = self.now()
+            for seq, n in prefill:
+                seq.computed += n
+                self.m["prefill_tokens"] += n
+                self._publish(seq)
+                if seq.computed >= seq.prompt_len:
+                    # the step that completes the prefill samples a token
+                    self._emit(seq, now)
+            for seq in decoders:
+                self._emit(seq, now)
+            nrun = len(self.running)
+            if nrun > self.peak_running:
+                self.peak_running = nrun
+            self.running = [s for s in self.running if not s.done]
+
+    def _emit(self, seq, now):
+        if seq.done:
+            return
+        if seq.generated == 0:
+            seq.t_first = now
+            ttft = now - seq.t_arrival
+            self.ttft_sum += ttft
+            self.ttft_count += 1
+            for i, b in enumerate(TTFT_BUCKETS):
+                if ttft <= b:
+                    self.ttft_buckets[i] += 1
+                    break
+            else:
+                self.ttft_buckets[-1] += 1
+        seq.generated += 1
+        seq.pending += 1
+        self.m["generation_tokens"] += 1
+        if seq.generated >= seq.max_tokens:
+            self._finish(seq, now)
+            self.m["request_success"] += 1
+        seq.event.set()
+
+    def metrics_text(self):
+        mn = 'model_name="%s",instance="%s"' % (MODEL["name"], self.name)
+        out = []
+
+        def counter(name, value, help_):
+            out.append("# HELP %s %s" % (name, help_))
+            out.append("# TYPE %s counter" % name)
+            out.append("%s_total{%s} %s" % (name, mn, value))
+
+        def gauge(name, value, help_):
+            out.append("# HELP %s %s" % (name, help_))
+            out.append("# TYPE %s gauge" % name)
+            out.append("%s{%s} %s" % (name, mn, value))
+
+        m = self.m
+        gauge("vllm:num_requests_running", len(self.running),
+              "Number of requests in model execution batches.")
+        gauge("vllm:num_requests_waiting", len(self.waiting),
+              "Number of requests waiting to be processed.")
+        gauge("vllm:kv_cache_usage_perc",
+              round((self.cache.occupied() - len(self.cache.free))
+                    / self.cache.capacity, 6),
+              "KV-cache usage. 1 means 100 percent usage.")
+        counter("vllm:prefix_cache_queries", m["prefix_cache_queries"],
+                "Prefix cache queries, in terms of number of queried tokens.")
+        counter("vllm:prefix_cache_hits", m["prefix_cache_hits"],
+                "Prefix cache hits, in terms of number of cached tokens.")
+        counter("vllm:prompt_tokens", m["prompt_tokens"],
+                "Number of prefill tokens processed.")
+        counter("vllm:generation_tokens", m["generation_tokens"],
+                "Number of generation tokens processed.")
+        counter("vllm:request_success", m["request_success"],
+                "Count of successfully processed requests.")
+        name = "vllm:time_to_first_token_seconds"
+        out.append("# HELP %s Histogram of time to first token in seconds." % name)
+        out.append("# TYPE %s histogram" % name)
+        acc = 0
+        for b, c in zip(TTFT_BUCKETS, self.ttft_buckets):
+            acc += c
+            out.append('%s_bucket{%s,le="%s"} %d' % (name, mn, b, acc))
+        acc += self.ttft_buckets[-1]
+        out.append('%s_bucket{%s,le="+Inf"} %d' % (name, mn, acc))
+        out.append("%s_sum{%s} %.6f" % (name, mn, self.ttft_sum))
+        out.append("%s_count{%s} %d" % (name, mn, self.ttft_count))
+        # simulator's own
+        gauge("llmsim:peak_requests_running", self.peak_running,
+              "Most requests running in one step since start or reset.")
+        gauge("llmsim:peak_requests_inflight", self.peak_inflight,
+              "Most HTTP requests in the instance at once since start or reset.")
+        gauge("llmsim:kv_cache_blocks", self.cache.capacity,
+              "KV cache capacity in 16-token blocks.")
+        counter("llmsim:prefill_tokens", m["prefill_tokens"],
+                "Prompt tokens computed (cache misses).")
+        counter("llmsim:kv_evictions", self.cache.evictions,
+                "Cached blocks evicted.")
+        counter("llmsim:busy_seconds", "%.6f" % m["busy_seconds"],
+                "Model seconds spent in steps.")
+        counter("llmsim:step_lag_seconds", "%.6f" % m["step_lag_seconds"],
+                "Wall seconds the step loop overslept (simulator overload).")
+        counter("llmsim:requests_refused", m["refused"],
+                "Requests refused (bad body, too long).")
+        return "\n".join(out) + "\n"
+
+    def reset(self):
+        if self.running or self.waiting:
+            return False
+        self.cache.clear()
+        self.peak_running = 0
+        self.peak_inflight = self.inflight
+        return True
+
+
+# ---------------------------------------------------------------------------
+# HTTP
+
+
+WORDS = ("the", "of", "and", "to", "in", "is", "that", "for", "it", "as",
+         "was", "with", "be", "by", "on", "not", "he", "this", "are", "or")
+
+
+def token_text(i):
+    w = WORDS[i % len(WORDS)]
+    return " " + w[:3]     # 4 bytes, ~1 token
+
+
+def make_app(inst, args):
+    async def ping(request):
+        return web.Response(text="", headers={"X-Instance": inst.name})
+
+    async def models(request):
+        return web.json_response(
+            {"object": "list",
+             "data": [{"id": MODEL["name"], "object": "model",
+                       "owned_by": "llmsim", "max_model_len": 131072}]},
+            headers={"X-Instance": inst.name})
+
+    async def metrics(request):
+        return web.Response(text=inst.metrics_text(),
+                            content_type="text/plain",
+                            headers={"X-Instance": inst.name})
+
+    async def reset(request):
+        ok = inst.reset()
+        return web.json_response({"reset": ok}, status=200 if ok else 409,
+                                 headers={"X-Instance": inst.name})
+
+    async def generate(request):
+        inst.inflight += 1
+        if inst.inflight > inst.peak_inflight:
+            inst.peak_inflight = inst.inflight
+        try:
+            return await _generate(request)
+        finally:
+            inst.inflight -= 1
+
+    async def _generate(request):
+        hdr = {"X-Instance": inst.name}
+        body = await request.read()
+        try:
+            data, max_tokens, stream, kind, include_usage = parse_prompt(
+                request.path, body)
+        except (ValueError, TypeError) as e:
+            inst.m["refused"] += 1
+            return web.json_response(
+                {"object": "error", "message": str(e), "type": "BadRequestError",
+                 "code": 400}, status=400, headers=hdr)
+        if num_tokens(len(data)) > args.max_model_len:
+            inst.m["refused"] += 1
+            return web.json_response(
+                {"object": "error", "message": "prompt too long",
+                 "type": "BadRequestError", "code": 400}, status=400, headers=hdr)
+        seq = inst.submit(data, max_tokens)
+        rid = "%s-%s-%d" % (kind, inst.name, seq.rid)
+        created = int(time.time())
+        model = MODEL["name"]
+
+        def usage():
+            return {"prompt_tokens": seq.prompt_len,
+                    "completion_tokens": seq.generated,
+                    "total_tokens": seq.prompt_len + seq.generated,
+                    "prompt_tokens_details": {"cached_tokens": seq.cached}}
+
+        def chunk(text, first, finish):
+            if kind == "chat":
+                delta = {"content": text}
+                if first:
+                    delta["role"] = "assistant"
+                o = {"id": rid, "object": "chat.completion.chunk",
+                     "created": created, "model": model,
+                     "choices": [{"index": 0, "delta": delta,
+                                  "logprobs": None, "finish_reason": finish}]}
+            elif kind == "completion":
+                o = {"id": rid, "object": "text_completion", "created": created,
+                     "model": model,
+                     "choices": [{"index": 0, "text": text, "logprobs": None,
+                                  "finish_reason": finish}]}
+            else:
+                o = {"token": {"id": 0, "text": text, "special": False}}
+                if finish:
+                    o["details"] = {"finish_reason": finish,
+                                    "generated_tokens": seq.generated}
+            return "data: " + json.dumps(o, separators=(",", ":")) + "\n\n"
+
+        try:
+            if not stream:
+                while not seq.done:
+                    await seq.event.wait()
+                    seq.event.clear()
+                if seq.aborted:
+                    return web.json_response(
+                        {"object": "error", "message": "request does not fit "
+                         "in the KV cache", "type": "BadRequestError",
+                         "code": 400}, status=400, headers=hdr)
+                text = "".join(token_text(i) for i in range(seq.generated))
+                if kind == "chat":
+                    o = {"id": rid, "object": "chat.completion",
+                         "created": created, "model": model,
+                         "choices": [{"index": 0, "message": {
+                             "role": "assistant", "content": text},
+                             "finish_reason": "length"}],
+                         "usage": usage()}
+                elif kind == "completion":
+                    o = {"id": rid, "object": "text_completion",
+                         "created": created, "model": model,
+                         "choices": [{"index": 0, "text": text,
+                                      "finish_reason": "length"}],
+                         "usage": usage()}
+                else:
+                    o = [{"generated_text": text}]
+                return web.json_response(o, headers=hdr)
+
+            resp = web.StreamResponse(status=200, headers=hdr)
+            resp.content_type = "text/event-stream"
+            resp.headers["Cache-Control"] = "no-cache"
+            await resp.prepare(request)
+            sent = 0
+            loop = asyncio.get_running_loop()
+            interval = args.stream_interval
+            last = 0.0
+            while True:
+                await seq.event.wait()
+                seq.event.clear()
+                if seq.aborted and not seq.generated:
+                    break
+                if sent and not seq.done and interval > 0:
+                    # coalesce tokens: at most one write per interval (wall)
+                    wait = last + interval - loop.time()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                n = seq.pending
+                seq.pending = 0
+                if n:
+                    parts = []
+                    for i in range(sent, sent + n):
+                        fin = "length" if (seq.done and i == seq.generated - 1) \
+                            else None
+                        parts.append(chunk(token_text(i), i == 0, fin))
+                    sent += n
+                    if seq.done and include_usage and kind != "tgi":
+                        parts.append("data: " + json.dumps(
+                            {"id": rid, "object": "chat.completion.chunk"
+                             if kind == "chat" else "text_completion",
+                             "created": created, "model": model,
+                             "choices": [], "usage": usage()},
+                            separators=(",", ":")) + "\n\n")
+                    await resp.write("".join(parts).encode())
+                    last = loop.time()
+                if seq.done:
+                    break
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+            return resp
+        except (asyncio.CancelledError, ConnectionResetError):
+            inst.abort(seq)
+            raise
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_get("/ping", ping)
+    app.router.add_get("/health", ping)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_post("/admin/reset", reset)
+    app.router.add_post("/v1/chat/completions", generate)
+    app.router.add_post("/v1/completions", generate)
+    app.router.add_post("/invocations", generate)
+    return app
+
+
+async def amain(args):
+    ports = [int(p) for p in args.ports.split(",") if p]
+    names = args.names.split(",") if args.names else [str(p) for p in ports]
+    if len(names) != len(ports):
+        sys.exit("llmsim: --names and --ports differ in length")
+    runners = []
+    tasks = []
+    for name, port in zip(names, ports):
+        inst = Instance(name, port, args)
+        app = make_app(inst, args)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, args.host, port, backlog=1024,
+                           reuse_address=True)
+        await site.start()
+        runners.append(runner)
+        tasks.append(asyncio.ensure_future(inst.run()))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for s in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(s, stop.set)
+    print("llmsim: %d instance(s) on %s:%s, kv %d blocks, time scale %g, pid %d"
+          % (len(ports), args.host, args.ports, args.kv_blocks, args.time_scale,
+             os.getpid()), flush=True)
+    if args.max_seconds > 0:
+        try:
+            await asyncio.wait_for(stop.wait(), args.max_seconds)
+        except asyncio.TimeoutError:
+            print("llmsim: --max-seconds reached, exiting", flush=True)
+    else:
+        await stop.wait()
+    for t in tasks:
+        t.cancel()
+    for r in runners:
+        await r.cleanup()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ports", required=True,
+                    help="comma-separated ports, one instance each")
+    ap.add_argument("--names", default="",
+                    help="comma-separated instance names (default: the ports)")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--kv-blocks", type=int, default=4096,
+                    help="KV cache capacity per instance, 16-token blocks")
+    ap.add_argument("--time-scale", type=float, default=1.0,
+                    help="wall seconds per model second")
+    ap.add_argument("--max-batched-tokens", type=int, default=8192)
+    ap.add_argument("--max-num-seqs", type=int, default=256)
+    ap.add_argument("--max-model-len", type=int, default=131072)
+    ap.add_argument("--stream-interval", type=float, default=0.02,
+                    help="least wall seconds between two SSE writes of a "
+                         "stream (the first token is never delayed)")
+    ap.add_argument("--max-seconds", type=float, default=0,
+                    help="exit after this many wall seconds (0: never)")
+    args = ap.parse_args(argv)
+    if args.time_scale <= 0:
+        sys.exit("llmsim: --time-scale must be > 0")
+    asyncio.run(amain(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,448 @@
+#!/usr/bin/python3
+"""Request streams for the routing benchmark, after SageMaker's use cases.
+
+Every generator is deterministic for a seed and returns a Workload: a list
+of Request objects (arrival time in model seconds for the open-loop mode,
+session id for the closed-loop mode, HTTP path and body) plus the
+parameters it used.  Lengths are in tokens of the simulator's
+approximation (4 bytes of text = 1 token, see bench/sim/llmsim.py); the
+text is ASCII pseudo-words, so characters = bytes.
+
+Workloads (the defaults are in PARAMS; docs/benchmarks.md has a table):
+
+  rag        long-context RAG: a library of documents of several thousand
+             tokens, picked Zipf-popular, with a question appended (after
+             SGLang's generated-shared-prefix and inference-perf's
+             shared_prefix, with documents instead of system prompts).
+             A share of requests goes to SageMaker's native /invocations
+             with a {"inputs": ..., "parameters": ...} body.
+  chat       multi-turn chat (after vLLM's multi-turn benchmark): a system
+             prompt common to all, a per-conversation context, then turns;
+             each turn's prompt is the whole history so far.
+  templated  templated assistants: a few long system prompts (Zipf-popular)
+             and a short user message.
+  code       code completion on /v1/completions: files of a repository,
+             completed at a cursor that moves through the file while the
+             file is edited between requests.
+  short      short variable-length chat (ShareGPT-like lengths), little
+             sharing.
+
+Client styles.  Real fleets mix SDKs that serialise the same request
+differently (key order, whitespace).  Each session or user is given a
+style: "py" (messages first, ", " and ": " separators, like openai-python
+with the standard json module) or "js" (model and options first, compact
+separators, like JavaScript's JSON.stringify); PARAMS[...]["js_share"] is
+the share of the latter.  Raw-byte keys (HAProxy, nginx hash) see two
+different bodies for the same prompt; character keys on the message text
+do not.
+
+Arrivals: open loop, Poisson at "rate" requests per model second (chat:
+sessions start as a Poisson process and turns follow at exponential think
+gaps, so that the overall rate is "rate"); or closed loop (run.py): C
+workers, each sending a session's requests one after the other.
+
+    /usr/bin/python3 bench/workloads.py rag --n 200 --describe
+"""
+
+import argparse
+import bisect
+import itertools
+import json
+import math
+import random
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+BYTES_PER_TOKEN = 4
+
+PARAMS = {
+    "rag": dict(
+        n=600, rate=16.0, seed=1,
+        docs=64,                 # library size
+        doc_tokens=(4000, 0.35, 1500, 8000),   # lognormal median, sigma, clip
+        zipf=1.0,                # document popularity exponent
+        system_tokens=80,        # shared instruction before the document
+        question_tokens=(20, 80),
+        output_tokens=(64, 160),
+        invocations_share=0.1,   # SageMaker native API share
+        js_share=0.5,
+    ),
+    "chat": dict(
+        n=600, rate=16.0, seed=2,
+        system_tokens=500,       # common to every conversation
+        context_tokens=(1000, 0.5, 300, 3000),  # per conversation, lognormal
+        turns=(4, 8),            # per conversation (vLLM: 12..18, shortened)
+        user_tokens=(120, 160),
+        answer_tokens=(80, 120),
+        think=3.0,               # mean model seconds between two turns
+        js_share=0.5,
+    ),
+    "templated": dict(
+        n=600, rate=16.0, seed=3,
+        templates=8,
+        system_tokens=(1500, 3000),
+        zipf=1.2,
+        user_tokens=(50, 0.8, 10, 400),   # lognormal median, sigma, clip
+        output_tokens=(64, 200),
+        js_share=0.5,
+    ),
+    "code": dict(
+        n=600, rate=16.0, seed=4,
+        files=40,
+        file_tokens=(800, 4000),
+        zipf=1.0,
+        header_tokens=60,        # FIM instruction / repository header
+        typing=0.8,              # chance the cursor continues where it was
+        edit_tokens=(4, 40),     # text typed at the cursor between requests
+        output_tokens=(16, 64),
+    ),
+    "short": dict(
+        n=600, rate=16.0, seed=5,
+        system_variants=3,
+        system_tokens=30,
+        no_system_share=0.3,
+        prompt_tokens=(150, 1.0, 8, 1500),     # lognormal (ShareGPT-like)
+        output_tokens=(150, 0.8, 8, 500),
+        js_share=0.5,
+    ),
+}
+
+DESCRIPTIONS = {
+    "rag": "long-context RAG: Zipf-popular documents of ~4000 tokens + a question",
+    "chat": "multi-turn chat: 500-token common system prompt, ~1000-token "
+            "conversation context, 4-8 turns whose history grows",
+    "templated": "templated assistants: 8 system prompts of 1500-3000 tokens, "
+                 "short user messages",
+    "code": "code completion: 40 files edited and completed at a moving cursor",
+    "short": "short variable-length chat, ShareGPT-like lengths, little sharing",
+}
+
+
+class Request:
+    __slots__ = ("t", "session", "turn", "path", "body", "group", "max_tokens",
+                 "style")
+
+    def __init__(self, t, session, turn, path, body, group, max_tokens, style):
+        self.t = t
+        self.session = session
+        self.turn = turn
+        self.path = path
+        self.body = body
+        self.group = group
+        self.max_tokens = max_tokens
+        self.style = style
+
+
+class Workload:
+    def __init__(self, name, params, requests):
+        self.name = name
+        self.params = params
+        self.requests = requests
+
+    def describe(self):
+        n = len(self.requests)
+        span = self.requests[-1].t - self.requests[0].t if n > 1 else 0
+        sizes = sorted(len(r.body) for r in self.requests)
+        groups = len(set(r.group for r in self.requests))
+        sessions = len(set(r.session for r in self.requests))
+        paths = {}
+        for r in self.requests:
+            paths[r.path] = paths.get(r.path, 0) + 1
+        return ("%s: %d requests over %.1f model s (%.2f/s), %d sessions, "
+                "%d prefix groups, body bytes p50 %d max %d, paths %s"
+                % (self.name, n, span, (n - 1) / span if span else 0, sessions,
+                   groups, sizes[n // 2], sizes[-1], paths))
+
+
+# ---------------------------------------------------------------------------
+# text
+
+_SYL = ("ka", "lo", "ri", "ten", "mo", "sa", "vel", "dor", "in", "ux", "pra",
+        "ne", "go", "tur", "li", "ba", "qua", "sen", "fi", "rom", "ed", "al",
+        "cor", "pi", "ste", "an", "ver", "ho", "ma", "zu", "ol", "tri")
+
+
+def _vocab(seed=12345, size=4096):
+    rng = random.Random(seed)
+    words = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(_SYL) for _ in range(rng.randint(1, 4))))
+    return sorted(words)
+
+
+VOCAB = _vocab()
+_CODE_WORDS = ("def", "return", "self", "if", "else", "for", "in", "import",
+               "class", "None", "True", "value", "result", "data", "index",
+               "config", "(", ")", ":", "=", "+", "[", "]", ",", ".")
+
+
+def text(rng, tokens, vocab=VOCAB, sep=" "):
+    """ASCII pseudo-text of about tokens x 4 bytes."""
+    nbytes = max(1, int(tokens * BYTES_PER_TOKEN))
+    out = []
+    size = 0
+    while size < nbytes:
+        chunk = sep.join(rng.choices(vocab, k=64))
+        out.append(chunk)
+        size += len(chunk) + 1
+    s = sep.join(out)[:nbytes]
+    return s
+
+
+def code_text(rng, tokens):
+    lines = []
+    size = 0
+    nbytes = int(tokens * BYTES_PER_TOKEN)
+    while size < nbytes:
+        indent = "    " * rng.randint(0, 3)
+        line = indent + " ".join(rng.choices(VOCAB + list(_CODE_WORDS) * 40,
+                                             k=rng.randint(3, 10)))
+        lines.append(line)
+        size += len(line) + 1
+    return "\n".join(lines)[:nbytes]
+
+
+def lognormal(rng, median, sigma, lo, hi):
+    return int(min(hi, max(lo, rng.lognormvariate(math.log(median), sigma))))
+
+
+class Zipf:
+    def __init__(self, n, s, rng):
+        w = [1.0 / (i + 1) ** s for i in range(n)]
+        tot = sum(w)
+        self.cdf = list(itertools.accumulate(x / tot for x in w))
+        self.rng = rng
+        # popularity rank -> item, so that item 0 is not always the top one
+        self.perm = list(range(n))
+        rng.shuffle(self.perm)
+
+    def __call__(self):
+        i = bisect.bisect_left(self.cdf, self.rng.random())
+        return self.perm[min(i, len(self.perm) - 1)]
+
+
+# ---------------------------------------------------------------------------
+# request bodies
+
+
+def chat_body(messages, max_tokens, style, stream=True):
+    opts = {"max_tokens": max_tokens, "stream": stream}
+    if stream:
+        opts["stream_options"] = {"include_usage": True}
+    if style == "js":
+        obj = {"model": MODEL, **opts, "messages": messages}
+        return json.dumps(obj, separators=(",", ":")).encode()
+    obj = {"messages": messages, "model": MODEL, **opts}
+    return json.dumps(obj).encode()
+
+
+def completion_body(prompt, max_tokens, stream=True):
+    obj = {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens,
+           "stream": stream, "temperature": 0}
+    if stream:
+        obj["stream_options"] = {"include_usage": True}
+    return json.dumps(obj).encode()
+
+
+def invocations_body(prompt, max_tokens, stream=True):
+    obj = {"inputs": prompt,
+           "parameters": {"max_new_tokens": max_tokens, "stream": stream}}
+    return json.dumps(obj).encode()
+
+
+def poisson_times(rng, n, rate):
+    t = 0.0
+    out = []
+    for _ in range(n):
+        t += rng.expovariate(rate)
+        out.append(t)
+    return out
+
+
+def _style(rng, p):
+    return "js" if rng.random() < p.get("js_share", 0) else "py"
+
+
+# ---------------------------------------------------------------------------
+# generators
+
+
+def gen_rag(p):
+    rng = random.Random(p["seed"])
+    system = ("You answer questions using only the document below. Cite the "
+              "section you used. " + text(rng, p["system_tokens"]))
+    docs = []
+    for i in range(p["docs"]):
+        m, s, lo, hi = p["doc_tokens"]
+        docs.append("Document %d.\n%s" % (i, text(rng, lognormal(rng, m, s, lo, hi))))
+    pick = Zipf(p["docs"], p["zipf"], rng)
+    times = poisson_times(rng, p["n"], p["rate"])
+    reqs = []
+    for i, t in enumerate(times):
+        d = pick()
+        q = text(rng, rng.randint(*p["question_tokens"])) + "?"
+        out = rng.randint(*p["output_tokens"])
+        user = "%s\n\nQuestion: %s" % (docs[d], q)
+        if rng.random() < p["invocations_share"]:
+            prompt = "%s\n\n%s\n\nAnswer:" % (system, user)
+            body = invocations_body(prompt, out)
+            reqs.append(Request(t, i, 0, "/invocations", body, "doc%d" % d, out,
+                                "raw"))
+        else:
+            style = _style(rng, p)
+            msgs = [{"role": "system", "content": system},
+                    {"role": "user", "content": user}]
+            reqs.append(Request(t, i, 0, "/v1/chat/completions",
+                                chat_body(msgs, out, style), "doc%d" % d, out,
+                                style))
+    return reqs
+
+
+def gen_chat(p):
+    rng = random.Random(p["seed"])
+    system = "You are a helpful assistant. " + text(rng, p["system_tokens"])
+    mean_turns = sum(p["turns"]) / 2.0
+    session_rate = p["rate"] / mean_turns
+    think = p["think"]
+    horizon = p["n"] / p["rate"]
+    reqs = []
+    t0 = 0.0
+    sid = 0
+    while t0 < horizon or len(reqs) < p["n"]:
+        t0 += rng.expovariate(session_rate)
+        style = _style(rng, p)
+        m, s, lo, hi = p["context_tokens"]
+        ctx = "Conversation %d context:\n%s" % (sid, text(rng, lognormal(rng, m, s, lo, hi)))
+        msgs = [{"role": "system", "content": system},
+                {"role": "user", "content": ctx}]
+        msgs.append({"role": "assistant", "content": text(rng, 30)})
+        t = t0
+        for turn in range(rng.randint(*p["turns"])):
+            msgs = msgs + [{"role": "user",
+                            "content": text(rng, rng.randint(*p["user_tokens"]))}]
+            out = rng.randint(*p["answer_tokens"])
+            reqs.append(Request(t, sid, turn, "/v1/chat/completions",
+                                chat_body(msgs, out, style), "conv%d" % sid,
+                                out, style))
+            # the answer joins the history (the simulator's own answer text
+            # differs, so these tokens are computed once more next turn)
+            msgs = msgs + [{"role": "assistant", "content": text(rng, out)}]
+            t += rng.expovariate(1.0 / think)
+        sid += 1
+    reqs.sort(key=lambda r: r.t)
+    return reqs[:p["n"]]
+
+
+def gen_templated(p):
+    rng = random.Random(p["seed"])
+    systems = ["Template %d. You are assistant #%d for ACME. %s"
+               % (i, i, text(rng, rng.randint(*p["system_tokens"])))
+               for i in range(p["templates"])]
+    pick = Zipf(p["templates"], p["zipf"], rng)
+    times = poisson_times(rng, p["n"], p["rate"])
+    reqs = []
+    for i, t in enumerate(times):
+        k = pick()
+        style = _style(rng, p)
+        m, s, lo, hi = p["user_tokens"]
+        msgs = [{"role": "system", "content": systems[k]},
+                {"role": "user", "content": text(rng, lognormal(rng, m, s, lo, hi))}]
+        out = rng.randint(*p["output_tokens"])
+        reqs.append(Request(t, i, 0, "/v1/chat/completions",
+                            chat_body(msgs, out, style), "tpl%d" % k, out, style))
+    return reqs
+
+
+def gen_code(p):
+    rng = random.Random(p["seed"])
+    files = []
+    for i in range(p["files"]):
+        body = code_text(rng, rng.randint(*p["file_tokens"]))
+        files.append({"name": "src/module_%02d.py" % i, "text": body,
+                      "cursor": rng.randint(len(body) // 2, len(body))})
+    pick = Zipf(p["files"], p["zipf"], rng)
+    header = ("<|fim_header|> repository acme/service, language python. "
+              + text(rng, p["header_tokens"]))
+    times = poisson_times(rng, p["n"], p["rate"])
+    reqs = []
+    for i, t in enumerate(times):
+        k = pick()
+        f = files[k]
+        txt = f["text"]
+        if rng.random() >= p["typing"]:
+            f["cursor"] = rng.randint(len(txt) // 4, len(txt))
+        c = f["cursor"]
+        prompt = ("%s\n# file: %s\n<|fim_prefix|>%s<|fim_suffix|>%s<|fim_middle|>"
+                  % (header, f["name"], txt[:c], txt[c:]))
+        out = rng.randint(*p["output_tokens"])
+        reqs.append(Request(t, i, 0, "/v1/completions",
+                            completion_body(prompt, out), "file%d" % k, out, "py"))
+        # the user accepts or types some text at the cursor
+        typed = code_text(rng, rng.randint(*p["edit_tokens"]))
+        f["text"] = txt[:c] + typed + txt[c:]
+        f["cursor"] = c + len(typed)
+    return reqs
+
+
+def gen_short(p):
+    rng = random.Random(p["seed"])
+    systems = ["You are a friendly assistant, variant %d. %s"
+               % (i, text(rng, p["system_tokens"]))
+               for i in range(p["system_variants"])]
+    times = poisson_times(rng, p["n"], p["rate"])
+    reqs = []
+    for i, t in enumerate(times):
+        style = _style(rng, p)
+        msgs = []
+        g = "none"
+        if rng.random() >= p["no_system_share"]:
+            k = rng.randrange(len(systems))
+            msgs.append({"role": "system", "content": systems[k]})
+            g = "sys%d" % k
+        m, s, lo, hi = p["prompt_tokens"]
+        msgs.append({"role": "user", "content": text(rng, lognormal(rng, m, s, lo, hi))})
+        m, s, lo, hi = p["output_tokens"]
+        out = lognormal(rng, m, s, lo, hi)
+        reqs.append(Request(t, i, 0, "/v1/chat/completions",
+                            chat_body(msgs, out, style), g, out, style))
+    return reqs
+
+
+GENERATORS = {"rag": gen_rag, "chat": gen_chat, "templated": gen_templated,
+              "code": gen_code, "short": gen_short}
+NAMES = list(GENERATORS)
+
+
+def generate(name, **overrides):
+    """generate("rag", n=200, rate=5.0) -> Workload"""
+    if name not in GENERATORS:
+        raise KeyError("unknown workload %r (have %s)" % (name, ", ".join(NAMES)))
+    p = dict(PARAMS[name])
+    for k, v in overrides.items():
+        if v is None:
+            continue
+        if k not in p:
+            raise KeyError("workload %s has no parameter %r" % (name, k))
+        p[k] = v
+    reqs = GENERATORS[name](p)
+    return Workload(name, p, reqs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="print a workload's summary")
+    ap.add_argument("name", choices=NAMES)
+    ap.add_argument("--n", type=int)
+    ap.add_argument("--rate", type=float)
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--describe", action="store_true")
+    ap.add_argument("--dump", type=int, default=0,
+                    help="print the first N bodies (truncated)")
+    a = ap.parse_args()
+    w = generate(a.name, n=a.n, rate=a.rate, seed=a.seed)
+    print(w.describe())
+    print(json.dumps(w.params))
+    for r in w.requests[:a.dump]:
+        print("%.3f %s %s %s %s" % (r.t, r.session, r.path, r.group, r.body[:300]))
+
+
+if __name__ == "__main__":
+    main()
