@@ -40,9 +40,15 @@ fuzz: $(FUZZ_BIN)
 	@mkdir -p $(FUZZ_WORK)
 	$(FUZZ_RUN) -max_total_time=$(FUZZ_SECONDS)
 
+# the run's log is kept in $(BUILD)/fuzz/smoke.log, shown whole on a failure
 fuzz-smoke: $(FUZZ_BIN)
 	@mkdir -p $(FUZZ_WORK)
-	$(FUZZ_RUN) -max_total_time=10
+	@echo "fuzz-smoke: $(FUZZ_BIN) for 10 s"
+	@if $(FUZZ_RUN) -max_total_time=10 >$(BUILD)/fuzz/smoke.log 2>&1; then \
+	    grep -E '^(Done|stat::)' $(BUILD)/fuzz/smoke.log; \
+	else \
+	    cat $(BUILD)/fuzz/smoke.log; echo "fuzz-smoke: failed"; exit 1; \
+	fi
 
 $(BENCH_EXTRACT_BIN): bench/bench_extract.c $(FUZZ_SRC) $(FUZZ_HDR) | deps
 	@mkdir -p $(BUILD)/bench

@@ -53,14 +53,16 @@ sub idle_ok {
     my ($what) = @_;
     my $from = $ng->log_size;
     my %by;
-    for my $id (map { "tenant-$_" } 1 .. 12) {
+    # the ports are free ones, so the ring differs per run: 48 keys miss
+    # a backend with odds of about 3 x (2/3)^48
+    for my $id (map { "tenant-$_" } 1 .. 48) {
         my $r = $ng->request(GET => '/t', headers => [ID_HEADER, $id]);
         $by{ $r->{body} }++ if $r->{status} == 200;
     }
     my $d = $ng->decisions($from);
     my @bad = grep { $_->{route} ne 'affinity' || $_->{first_inflight} != 0 } @$d;
-    ok @$d == 12 && !@bad && keys %by == 3,
-       "$what: 12 keys over the 3 backends, each decided by affinity with 0 in flight"
+    ok @$d == 48 && !@bad && keys %by == 3,
+       "$what: 48 keys over the 3 backends, each decided by affinity with 0 in flight"
         or diag join "\n", map { $_->{line} } @bad;
 }
 
