@@ -102,3 +102,4 @@ clean:
 -include bench/bench.mk
 -include t/asan/asan.mk
 -include bench/micro.mk
+-include bench/soak.mk

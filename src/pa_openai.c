@@ -173,6 +173,7 @@ static void pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n);
 static void pa_oai_sep(pa_oai_t *x, unsigned char sep);
 static size_t pa_oai_cut(const unsigned char *s, size_t n, size_t want,
     size_t *chars);
+static int pa_oai_utf8(const unsigned char *s, size_t n);
 static void *pa_oai_palloc(pa_oai_t *x, size_t size);
 
 
@@ -421,6 +422,10 @@ pa_oai_number(void *ctx, const char *s, size_t n)
 static int
 pa_oai_string(void *ctx, const unsigned char *s, size_t n)
 {
+    if (!pa_oai_utf8(s, n)) {
+        return pa_oai_fail(ctx, PA_OAI_NOT_JSON);
+    }
+
     return pa_oai_value(ctx, PA_T_STRING, s, n);
 }
 
@@ -444,6 +449,10 @@ pa_oai_map_key(void *ctx, const unsigned char *s, size_t n)
 {
     pa_oai_t        *x = ctx;
     pa_oai_frame_t  *f;
+
+    if (!pa_oai_utf8(s, n)) {
+        return pa_oai_fail(x, PA_OAI_NOT_JSON);
+    }
 
     f = &x->frames[x->depth - 1];
     f->slot = pa_oai_key_slot(f->kind, s, n);
@@ -1003,6 +1012,100 @@ pa_oai_cut(const unsigned char *s, size_t n, size_t want, size_t *chars)
 
     *chars = c;
     return i;
+}
+
+
+/*
+ * 0 if s has a sequence of the right shape that is still not UTF-8 (RFC
+ * 3629): an overlong form (C0 AF for "/", E0 80 AF, F0 80 80 AF), a UTF-16
+ * surrogate (ED A0 80) or a code point above U+10FFFF (F4 90 80 80, F5
+ * ...).  yajl has checked the shape of each sequence (a lead byte, then
+ * as many continuation bytes as it announces; its \u escapes decode to
+ * such sequences too) but not these, so only the lead bytes C0, C1, E0,
+ * ED, F0 and F4 to F7 need a look.  8 bytes at a time: skipped if none
+ * has its high bit set, or none is one of those lead bytes.
+ */
+
+#define pa_oai_bytes(b)    (0x0101010101010101ULL * (b))
+#define pa_oai_zero(v)                                                        \
+    (((v) - pa_oai_bytes(0x01)) & ~(v) & pa_oai_bytes(0x80))
+
+static int
+pa_oai_utf8(const unsigned char *s, size_t n)
+{
+    size_t    i, end;
+    uint64_t  w;
+    unsigned  c, next;
+
+    i = 0;
+
+    while (i < n) {
+
+        if (n - i >= 8) {
+            memcpy(&w, s + i, 8);
+
+            if ((w & pa_oai_bytes(0x80)) == 0
+                || (pa_oai_zero((w & pa_oai_bytes(0xfe)) ^ pa_oai_bytes(0xc0))
+                    | pa_oai_zero(w ^ pa_oai_bytes(0xe0))
+                    | pa_oai_zero(w ^ pa_oai_bytes(0xed))
+                    | pa_oai_zero(w ^ pa_oai_bytes(0xf0))
+                    | pa_oai_zero((w & pa_oai_bytes(0xfc))
+                                  ^ pa_oai_bytes(0xf4)))
+                   == 0)
+            {
+                i += 8;
+                continue;
+            }
+
+            end = i + 8;
+
+        } else {
+            end = n;
+        }
+
+        for ( /* void */ ; i < end; i++) {
+            c = s[i];
+
+            if (c < 0xc0) {
+                continue;
+            }
+
+            next = (i + 1 < n) ? s[i + 1] : 0;
+
+            switch (c) {
+            case 0xc0:
+            case 0xc1:
+                return 0;
+            case 0xe0:
+                if (next < 0xa0) {
+                    return 0;
+                }
+                break;
+            case 0xed:
+                if (next > 0x9f) {
+                    return 0;
+                }
+                break;
+            case 0xf0:
+                if (next < 0x90) {
+                    return 0;
+                }
+                break;
+            case 0xf4:
+                if (next > 0x8f) {
+                    return 0;
+                }
+                break;
+            default:
+                if (c >= 0xf5) {
+                    return 0;
+                }
+                break;
+            }
+        }
+    }
+
+    return 1;
 }
 
 

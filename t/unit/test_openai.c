@@ -802,6 +802,28 @@ test_fallbacks(void)
     CHECK(t_status("{\"prompt\":\"\xff\"}") == PA_OAI_NOT_JSON);
     CHECK(t_status("{\"prompt\":\"\xc3\"}") == PA_OAI_NOT_JSON);
     CHECK(t_status("{\"prompt\":\"\xe4\xb8\"}") == PA_OAI_NOT_JSON);
+
+    /* what yajl lets pass: overlong forms, surrogates, above U+10FFFF */
+    CHECK(t_status("{\"prompt\":\"a\xc0\xaf\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"a\xc1\xbf\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"a\xe0\x80\xaf\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"a\xe0\x9f\xbf\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"a\xf0\x80\x80\xaf\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"a\xf0\x8f\xbf\xbf\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"a\xed\xa0\x80\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"a\xed\xbf\xbf\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"a\\udc00\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"a\xf4\x90\x80\x80\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"a\xf5\x80\x80\x80\"}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"x\",\"k\xc0\xaf\":1}") == PA_OAI_NOT_JSON);
+    CHECK(t_status("{\"prompt\":\"x\",\"k\":\"\xed\xa0\x80\"}")
+          == PA_OAI_NOT_JSON);
+
+    /* the edges that are valid: U+0080, U+07FF, U+0800, U+D7FF, U+E000,
+       U+FFFF, U+10000, U+10FFFF */
+    CHECK(t_status("{\"prompt\":\"\xc2\x80\xdf\xbf\xe0\xa0\x80\xed\x9f\xbf"
+                   "\xee\x80\x80\xef\xbf\xbf\xf0\x90\x80\x80\xf4\x8f\xbf\xbf"
+                   "\"}") == PA_OAI_OK);
     CHECK(t_status("{\"prompt\":\"\\x\"}") == PA_OAI_NOT_JSON);
     CHECK(t_status("{\"prompt\":\"a\nb\"}") == PA_OAI_NOT_JSON);
     CHECK(t_status("{\"prompt\":\"x\",\"n\":-}") == PA_OAI_NOT_JSON);

@@ -1,0 +1,23 @@
+# bench/soak.mk: the soak test, included by the top Makefile.
+#
+#   make soak          nginx + prefix_aware (2 workers) in front of four
+#                      aiohttp backends, 64 connections of mixed good and
+#                      bad requests for SOAK_SECONDS (180); fails on an
+#                      unexpected answer, a worker crash, RSS growth over
+#                      20 %, fd growth, or requests left in flight.
+#                      Summary in build/soak/summary.md.
+#   make soak-smoke    the same for 20 seconds
+#
+# Loopback only; backends on 127.0.0.1:2016-2019 (SOAK_PORTS).  Debian's
+# python3 with python3-aiohttp (make deps-test installs it).
+
+SOAK_PY      ?= /usr/bin/python3
+SOAK_SECONDS ?= 180
+
+.PHONY: soak soak-smoke
+
+soak: module deps-test
+	SOAK_SECONDS=$(SOAK_SECONDS) $(SOAK_PY) bench/soak.py
+
+soak-smoke: module deps-test
+	SOAK_SECONDS=20 $(SOAK_PY) bench/soak.py
