@@ -2,8 +2,8 @@
 #
 #   make                 build objs/ngx_http_prefix_aware_module.so against
 #                        Debian's nginx-dev (or NGINX_SRC=/path/to/nginx-x.y.z)
-#   make test            everything CI runs: unit tests, nginx suites, fuzz
-#                        smoke, bench smoke
+#   make test            unit tests, nginx suites, fuzz, bench and soak
+#                        smoke runs (CI also runs make test-asan)
 #   make demo            the module in front of simulated LLM instances
 #   make bench           the full benchmark, results in bench/results/
 
@@ -93,7 +93,7 @@ test-nginx: module deps-test
 	TEST_NGINX_LOAD_MODULES=$(CURDIR)/$(MODULE) \
 	    prove -I t/lib -r t/
 
-test: deps-test unit test-nginx fuzz-smoke bench-smoke
+test: deps-test unit test-nginx fuzz-smoke bench-smoke soak-smoke
 
 clean:
 	rm -rf $(BUILD) objs
