@@ -357,7 +357,7 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     pacf->names = ngx_palloc(cf->pool, n * sizeof(ngx_str_t));
     pacf->weights = ngx_palloc(cf->pool, n * sizeof(uint32_t));
     pacf->shm_server = ngx_pcalloc(cf->pool,
-                               n * sizeof(ngx_http_prefix_aware_shm_server_t *));
+                              n * sizeof(ngx_http_prefix_aware_shm_server_t *));
     pacf->peer = ngx_pcalloc(cf->pool,
                              n * sizeof(ngx_http_upstream_rr_peer_t *));
 
