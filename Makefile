@@ -81,7 +81,8 @@ $(MODULE): $(BUILD)/nginx/Makefile ngx_http_prefix_aware_module.c \
 	cp $(BUILD)/nginx/objs/ngx_http_prefix_aware_module.so $@
 
 # C unit tests of src/, no nginx involved
-$(BUILD)/unit/%: t/unit/%.c $(SRC_C) $(SRC_H) t/unit/unit.h | deps
+$(BUILD)/unit/%: t/unit/%.c $(SRC_C) $(SRC_H) t/unit/unit.h t/unit/arena.h \
+                 | deps
 	@mkdir -p $(BUILD)/unit
 	$(CC) $(CFLAGS_SRC) -It/unit -o $@ $< $(SRC_C) $(LIBS_SRC)
 

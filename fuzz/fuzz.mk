@@ -11,12 +11,12 @@
 
 FUZZ_SECONDS   ?= 60
 FUZZ_CC        ?= clang
-FUZZ_CFLAGS     = -std=c99 -O1 -g -fno-omit-frame-pointer \
+FUZZ_CFLAGS     = -std=c99 -O1 -g -fno-omit-frame-pointer -It/unit \
                   -fsanitize=fuzzer,address,undefined \
                   -fno-sanitize-recover=all \
                   -D_POSIX_C_SOURCE=200809L -Isrc
 FUZZ_SRC        = src/pa_openai.c src/pa_yajl.c
-FUZZ_HDR        = src/pa_openai.h src/pa_yajl.h
+FUZZ_HDR        = src/pa_openai.h src/pa_yajl.h t/unit/arena.h
 FUZZ_BIN        = $(BUILD)/fuzz/fuzz_openai
 FUZZ_SEEDS      = fuzz/corpus/openai
 FUZZ_WORK       = $(BUILD)/fuzz/corpus

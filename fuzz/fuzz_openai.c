@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "pa_openai.h"
+#include "arena.h"
 
 
 #define F_CHECK(cond)                                                         \
@@ -25,21 +26,6 @@
             abort();                                                          \
         }                                                                     \
     } while (0)
-
-
-typedef struct f_block_s  f_block_t;
-
-struct f_block_s {
-    f_block_t      *next;
-    size_t          pad;
-};
-
-
-typedef struct {
-    f_block_t      *blocks;
-    long            fail_at;
-    long            count;
-} f_arena_t;
 
 
 typedef struct {
@@ -53,11 +39,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void f_run(const uint8_t *data, size_t size, size_t length,
     size_t cap, size_t split, long fail_at, f_run_t *run);
 static void f_same(const f_run_t *a, const f_run_t *b);
-static void *f_alloc(void *ctx, size_t size);
-static void f_reset(f_arena_t *a);
 
 
-static f_arena_t  f_arena = { NULL, -1, 0 };
+static ta_arena_t  f_arena = { NULL, -1, 0 };
 
 
 int
@@ -102,7 +86,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 || split.rc == PA_OAI_FALLBACK);
     }
 
-    f_reset(&f_arena);
+    ta_reset(&f_arena);
 
     return 0;
 }
@@ -121,10 +105,10 @@ f_run(const uint8_t *data, size_t size, size_t length, size_t cap,
     unsigned char   *p;
     pa_oai_result_t  again;
 
-    f_reset(&f_arena);
+    ta_reset(&f_arena);
     f_arena.fail_at = fail_at;
 
-    a.alloc = f_alloc;
+    a.alloc = ta_alloc;
     a.ctx = &f_arena;
 
     memset(run, 0, sizeof(f_run_t));
@@ -229,38 +213,3 @@ f_same(const f_run_t *a, const f_run_t *b)
 }
 
 
-static void *
-f_alloc(void *ctx, size_t size)
-{
-    f_arena_t  *a = ctx;
-    f_block_t  *b;
-
-    if (a->fail_at >= 0 && a->count++ == a->fail_at) {
-        return NULL;
-    }
-
-    b = malloc(sizeof(f_block_t) + size);
-    if (b == NULL) {
-        return NULL;
-    }
-
-    b->next = a->blocks;
-    a->blocks = b;
-
-    return b + 1;
-}
-
-
-static void
-f_reset(f_arena_t *a)
-{
-    f_block_t  *b, *next;
-
-    for (b = a->blocks; b; b = next) {
-        next = b->next;
-        free(b);
-    }
-
-    a->blocks = NULL;
-    a->count = 0;
-}

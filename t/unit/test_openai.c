@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "pa_openai.h"
+#include "arena.h"
 #include "unit.h"
 
 
@@ -22,28 +23,9 @@
     "{\"messages\":[{\"role\":\"user\",\"content\":\"0123456789\"}]}"
 
 
-/* an arena: every block is kept in a list and freed by t_reset() */
-
-typedef struct t_block_s  t_block_t;
-
-struct t_block_s {
-    t_block_t      *next;
-    size_t          pad;
-};
-
-
-typedef struct {
-    t_block_t      *blocks;
-    long            fail_at;    /* the allocation that fails, -1: none */
-    long            count;
-} t_arena_t;
-
-
-static void *t_alloc(void *ctx, size_t size);
-static void t_reset(t_arena_t *a);
 static pa_oai_rc_e t_run(const char *body, size_t len, size_t length,
     size_t cap, size_t chunk, pa_oai_result_t *res);
-static pa_oai_rc_e t_run_arena(t_arena_t *a, const unsigned char *body,
+static pa_oai_rc_e t_run_arena(ta_arena_t *a, const unsigned char *body,
     size_t len, size_t length, size_t cap, size_t chunk,
     pa_oai_result_t *res);
 static int t_ok(const char *body, size_t length, pa_oai_result_t *res);
@@ -65,7 +47,7 @@ static void test_nomem(void);
 static void test_corpus(void);
 
 
-static t_arena_t  t_arena = { NULL, -1, 0 };
+static ta_arena_t  t_arena = { NULL, -1, 0 };
 static uint32_t   t_seed = 12345;
 
 
@@ -91,7 +73,7 @@ main(void)
     test_nomem();
     test_corpus();
 
-    t_reset(&t_arena);
+    ta_reset(&t_arena);
 
     return UNIT_DONE();
 }
@@ -648,7 +630,7 @@ test_splits(void)
         "{\"prompt\":[\"abc\", \"\\ud83d\\ude00\\ud83d\\ude01\", \"xyz\"]}"
     };
 
-    a.alloc = t_alloc;
+    a.alloc = ta_alloc;
     a.ctx = &t_arena;
 
     for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
@@ -698,7 +680,7 @@ test_splits(void)
             CHECK_MSG(r.status == PA_OAI_OK && r.hash == h,
                       "body %zu, split %zu", i, chunk);
 
-            t_reset(&t_arena);
+            ta_reset(&t_arena);
         }
     }
 }
@@ -1142,47 +1124,10 @@ test_corpus(void)
 }
 
 
-static void *
-t_alloc(void *ctx, size_t size)
-{
-    t_arena_t  *a = ctx;
-    t_block_t  *b;
-
-    if (a->fail_at >= 0 && a->count++ == a->fail_at) {
-        return NULL;
-    }
-
-    b = malloc(sizeof(t_block_t) + size);
-    if (b == NULL) {
-        return NULL;
-    }
-
-    b->next = a->blocks;
-    a->blocks = b;
-
-    return b + 1;
-}
-
-
-static void
-t_reset(t_arena_t *a)
-{
-    t_block_t  *b, *next;
-
-    for (b = a->blocks; b; b = next) {
-        next = b->next;
-        free(b);
-    }
-
-    a->blocks = NULL;
-    a->count = 0;
-}
-
-
 /* feeds "body" in buffers of "chunk" bytes, each a copy */
 
 static pa_oai_rc_e
-t_run_arena(t_arena_t *ar, const unsigned char *body, size_t len,
+t_run_arena(ta_arena_t *ar, const unsigned char *body, size_t len,
     size_t length, size_t cap, size_t chunk, pa_oai_result_t *res)
 {
     size_t          pos, n;
@@ -1191,10 +1136,10 @@ t_run_arena(t_arena_t *ar, const unsigned char *body, size_t len,
     pa_oai_rc_e     rc;
     unsigned char  *p;
 
-    a.alloc = t_alloc;
+    a.alloc = ta_alloc;
     a.ctx = ar;
 
-    t_reset(ar);
+    ta_reset(ar);
 
     memset(res, 0, sizeof(pa_oai_result_t));
 
