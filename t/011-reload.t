@@ -11,6 +11,7 @@
 # run in a nginx of their own; "/slow3" answers after about three seconds.
 
 use strict;
+use JSON::PP ();
 use warnings;
 
 use Test::More;
@@ -145,8 +146,23 @@ idle_ok($d2, 'after the reload, all done');
 ($held, $n, $where) = hold();
 is scalar(@$where), 12, '12 requests in flight: ' . join(' ', map { "$_=$n->{$_}" } sort keys %$n);
 
+my $requests = sub {
+    my $r = $ng->request(GET => '/status?format=json');
+    my $st = eval { JSON::PP::decode_json($r->{body}) } || {};
+    return { map { ($name{ $_->{server} } => $_->{requests}) }
+             @{ $st->{upstreams}{up}{servers} || [] } };
+};
+my $old_requests = $requests->();
+
 $from = $ng->log_size;
 $ng->reload(config(qw(b1 b2 b3 b4)));
+
+# counters of the servers that stay are kept, the new one starts at zero
+my $new_requests = $requests->();
+is_deeply [ map { $new_requests->{$_} } qw(b1 b2 b3 b4) ],
+          [ (map { $old_requests->{$_} } qw(b1 b2 b3)), 0 ],
+          'after the reload: b1-b3 keep their request counters, b4 starts at 0'
+    or diag explain [ $old_requests, $new_requests ];
 
 my ($kept, $moved) = (0, 0);
 for my $i (0 .. $#bodies) {
