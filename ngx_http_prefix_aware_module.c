@@ -1512,7 +1512,6 @@ ngx_http_prefix_aware_prometheus(ngx_http_request_t *r,
     ngx_http_prefix_aware_shm_upstream_t  *sup;
 
     static const char  *states[] = { "up", "down", "failed" };
-    static const char  *sources[] = { "none", "body", "openai" };
 
     pacf = pamcf->upstreams.elts;
     nup = pamcf->upstreams.nelts;
@@ -1568,8 +1567,9 @@ ngx_http_prefix_aware_prometheus(ngx_http_request_t *r,
     for (i = 0; i < nup; i++) {
         for (k = 0; k < 3; k++) {
             p = ngx_sprintf(p, "nginx_prefix_aware_keys_total" PA_UP_LABELS
-                            ",source=\"%s\"} %uA\n",
-                            &pacf[i]->upstream->host, sources[k],
+                            ",source=\"%V\"} %uA\n",
+                            &pacf[i]->upstream->host,
+                            &ngx_http_prefix_aware_sources[k],
                             pacf[i]->shm->counter[k]);
         }
     }
@@ -1765,7 +1765,6 @@ ngx_http_prefix_aware_json_gen(ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_http_prefix_aware_shm_upstream_t  *up;
 
     static const char  *formats[] = { "auto", "body", "openai" };
-    static const char  *sources[] = { "none", "body", "openai" };
 
     pa_yajl_funcs(&funcs, mem);
 
@@ -1795,8 +1794,7 @@ ngx_http_prefix_aware_json_gen(ngx_http_prefix_aware_main_conf_t *pamcf,
         pa_gen_str(g, "keys");
         yajl_gen_map_open(g);
         for (k = 0; k < 3; k++) {
-            yajl_gen_string(g, (const unsigned char *) sources[k],
-                            ngx_strlen(sources[k]));
+            pa_gen_ngx_str(g, &ngx_http_prefix_aware_sources[k]);
             ngx_http_prefix_aware_gen_uint(g, up->counter[k]);
         }
         yajl_gen_map_close(g);
