@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <xxhash.h>
+#include "pa_xxhash.h"
 
 #include "pa_openai.h"
 

@@ -34,7 +34,7 @@ fuzz-deps:
 $(FUZZ_BIN): fuzz/fuzz_openai.c $(FUZZ_SRC) $(FUZZ_HDR) | fuzz-deps
 	@mkdir -p $(BUILD)/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_openai.c $(FUZZ_SRC) \
-	    -lyajl -lxxhash
+	    -lyajl
 
 fuzz: $(FUZZ_BIN)
 	@mkdir -p $(FUZZ_WORK)

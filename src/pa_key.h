@@ -15,8 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
+#include "pa_xxhash.h"
 
 
 #define PA_ID_MAX_LEN        64

@@ -35,8 +35,7 @@
 
 #include <yajl/yajl_parse.h>
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
+#include "pa_xxhash.h"
 
 #include "pa_openai.h"
 #include "pa_yajl.h"

@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
+#include "pa_xxhash.h"
 
 #include "pa_ring.h"
 

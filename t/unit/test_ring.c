@@ -12,8 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
+#include "pa_xxhash.h"
 
 #include "pa_ring.h"
 #include "unit.h"

@@ -1,0 +1,21 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * xxHash in its header-only form.  XXH3_state_t is a private layout that
+ * may change between xxHash releases: with XXH_INLINE_ALL every function
+ * that touches it is compiled here from the same header, so the module
+ * never meets a libxxhash.so of another layout.  Include this, never
+ * <xxhash.h> directly.  Plain C, no nginx headers.
+ */
+
+
+#ifndef _PA_XXHASH_H_INCLUDED_
+#define _PA_XXHASH_H_INCLUDED_
+
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+
+#endif /* _PA_XXHASH_H_INCLUDED_ */
