@@ -15,8 +15,10 @@ BUILD     ?= build
 CC        ?= cc
 
 MODULE    = objs/ngx_http_prefix_aware_module.so
-SRC_C     = $(wildcard src/*.c)
-SRC_H     = $(wildcard src/*.h)
+# src/pa_*: plain C, built alone for the unit tests; src/ngx_http_*: glue
+SRC_C     = $(wildcard src/pa_*.c)
+SRC_H     = $(wildcard src/pa_*.h)
+GLUE      = $(wildcard src/ngx_http_*.c src/ngx_http_*.h)
 UNIT_C    = $(wildcard t/unit/test_*.c)
 UNIT_BIN  = $(patsubst t/unit/%.c,$(BUILD)/unit/%,$(UNIT_C))
 
@@ -75,7 +77,7 @@ $(BUILD)/nginx/Makefile: config | deps
 	@touch $@
 
 $(MODULE): $(BUILD)/nginx/Makefile ngx_http_prefix_aware_module.c \
-           $(SRC_C) $(SRC_H)
+           $(SRC_C) $(SRC_H) $(GLUE)
 	$(MAKE) -C $(BUILD)/nginx -f objs/Makefile modules
 	mkdir -p objs
 	cp $(BUILD)/nginx/objs/ngx_http_prefix_aware_module.so $@

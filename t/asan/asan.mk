@@ -43,7 +43,7 @@ $(ASAN_SRC)/Makefile: $(ASAN_SRC)/configure config
 	    --add-module=$(CURDIR) >configure.log
 
 $(ASAN_NGINX): $(ASAN_SRC)/Makefile ngx_http_prefix_aware_module.c \
-               $(SRC_C) $(SRC_H)
+               $(SRC_C) $(SRC_H) $(GLUE)
 	$(MAKE) -C $(ASAN_SRC) -f objs/Makefile -j2 >$(ASAN_DIR)/make.log
 
 # detect_leaks=0: nginx leaves its cycle to the exit; a report of any other

@@ -1,0 +1,422 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * The routing key of a request: the tenant id header, the buffered body
+ * read in place (memory buffers or a temp file), the raw-byte and OpenAI
+ * keys, and the 400 for an invalid id.
+ */
+
+
+#include "ngx_http_prefix_aware.h"
+
+
+typedef ngx_int_t (*ngx_http_prefix_aware_feed_pt)(void *data, u_char *p,
+    size_t n);
+
+
+static ngx_int_t ngx_http_prefix_aware_find_id(ngx_http_request_t *r,
+    ngx_str_t *id, ngx_str_t *reason);
+static ngx_int_t ngx_http_prefix_aware_body(ngx_http_request_t *r,
+    ngx_http_prefix_aware_feed_pt feed, void *data, size_t chunk);
+static ngx_int_t ngx_http_prefix_aware_feed_bytes(void *data, u_char *p,
+    size_t n);
+static ngx_int_t ngx_http_prefix_aware_feed_openai(void *data, u_char *p,
+    size_t n);
+static void *ngx_http_prefix_aware_alloc(void *ctx, size_t size);
+
+
+static ngx_str_t  ngx_http_prefix_aware_id_header =
+    ngx_string(NGX_HTTP_PREFIX_AWARE_ID_HEADER);
+
+static ngx_uint_t  ngx_http_prefix_aware_unbuffered_warned;
+
+
+ngx_int_t
+ngx_http_prefix_aware_key(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_str_t *reason)
+{
+    size_t                              idlen;
+    u_char                             *idp;
+    ngx_str_t                           id, *uri;
+    ngx_int_t                           rc;
+    ngx_uint_t                          format, body;
+    pa_oai_t                           *x;
+    pa_alloc_t                          alloc;
+    pa_body_key_t                       bk;
+    pa_oai_result_t                     res;
+    ngx_http_prefix_aware_srv_conf_t   *pacf;
+
+    static ngx_str_t  completions = ngx_string("/completions");
+
+    pacf = pd->conf;
+
+    rc = ngx_http_prefix_aware_find_id(r, &id, reason);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    idp = id.data;
+    idlen = id.len;
+
+    body = 0;
+
+    if (r->request_body_no_buffering) {
+
+        /* only part of the body may be here yet: a key from it would vary */
+
+        ngx_atomic_fetch_add(&pacf->shm->counter[NGX_HTTP_PA_UP_UNBUFFERED],
+                             1);
+
+        if (!ngx_http_prefix_aware_unbuffered_warned) {
+            ngx_http_prefix_aware_unbuffered_warned = 1;
+            ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                          "prefix_aware: the request body is not buffered "
+                          "(proxy_request_buffering off?), routing by the "
+                          "id header or to the least loaded server");
+        }
+
+    } else if (r->request_body && r->request_body->bufs) {
+        body = 1;
+    }
+
+    format = pacf->format;
+
+    if (format == NGX_HTTP_PREFIX_AWARE_FORMAT_AUTO) {
+        uri = &r->uri;
+        format = NGX_HTTP_PREFIX_AWARE_FORMAT_BODY;
+
+        if (uri->len >= completions.len
+            && ngx_strncmp(uri->data + uri->len - completions.len,
+                           completions.data, completions.len) == 0)
+        {
+            format = NGX_HTTP_PREFIX_AWARE_FORMAT_OPENAI;
+        }
+    }
+
+    if (body && format == NGX_HTTP_PREFIX_AWARE_FORMAT_OPENAI) {
+
+        alloc.alloc = ngx_http_prefix_aware_alloc;
+        alloc.ctx = r->pool;
+
+        x = pa_oai_create(&alloc, pacf->length, 0);
+        if (x == NULL) {
+            return NGX_ERROR;
+        }
+
+        if (ngx_http_prefix_aware_body(r, ngx_http_prefix_aware_feed_openai,
+                                       x, NGX_HTTP_PREFIX_AWARE_FILE_BUF)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
+        pa_oai_finish(x, &res);
+
+        if (res.status == PA_OAI_OK) {
+
+            if (res.pck_invalid) {
+                ngx_str_set(reason, "prompt_cache_key must be a string of "
+                            "1 to 64 printable ASCII characters");
+                return NGX_HTTP_BAD_REQUEST;
+            }
+
+            if (idlen == 0 && res.has_pck) {
+                idp = ngx_pnalloc(r->pool, res.pck_len);
+                if (idp == NULL) {
+                    return NGX_ERROR;
+                }
+
+                ngx_memcpy(idp, res.pck, res.pck_len);
+                idlen = res.pck_len;
+            }
+
+            pd->hash = res.hash;
+            pd->source = NGX_HTTP_PREFIX_AWARE_SOURCE_OPENAI;
+
+            ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                           "prefix_aware openai: %uz characters, "
+                           "%uz bytes scanned", res.chars, res.scanned);
+
+        } else {
+            ngx_atomic_fetch_add(
+                            &pacf->shm->counter[NGX_HTTP_PA_UP_FALLBACK], 1);
+
+            ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                          "prefix_aware: not an OpenAI request body (%s), "
+                          "keyed by its raw bytes",
+                          pa_oai_status_name(res.status));
+
+            format = NGX_HTTP_PREFIX_AWARE_FORMAT_BODY;
+        }
+    }
+
+    if (body && format == NGX_HTTP_PREFIX_AWARE_FORMAT_BODY) {
+
+        pa_body_key_init(&bk, pacf->length);
+
+        if (ngx_http_prefix_aware_body(r, ngx_http_prefix_aware_feed_bytes,
+                                       &bk, pacf->length)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
+        if (bk.total) {
+            pd->hash = pa_body_key_digest(&bk);
+            pd->source = NGX_HTTP_PREFIX_AWARE_SOURCE_BODY;
+        }
+    }
+
+    if (pd->source != NGX_HTTP_PREFIX_AWARE_SOURCE_NONE) {
+        pd->hash = pa_key_mix(pd->hash, idp, idlen);
+        pd->keyed = 1;
+
+    } else if (idlen) {
+        pd->hash = pa_key_id_only(idp, idlen);
+        pd->keyed = 1;
+    }
+
+    pd->id = idlen ? 1 : 0;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_prefix_aware_find_id(ngx_http_request_t *r, ngx_str_t *id,
+    ngx_str_t *reason)
+{
+    const char       *bad;
+    ngx_uint_t        n;
+    ngx_table_elt_t  *h;
+
+    ngx_str_null(id);
+
+    h = ngx_http_prefix_aware_header(r, &ngx_http_prefix_aware_id_header, &n);
+
+    if (h == NULL) {
+        return NGX_OK;
+    }
+
+    if (n > 1) {
+        ngx_str_set(reason, "duplicate " NGX_HTTP_PREFIX_AWARE_ID_HEADER
+                    " header");
+        return NGX_HTTP_BAD_REQUEST;
+    }
+
+    bad = pa_id_check(h->value.data, h->value.len);
+
+    if (bad) {
+        reason->data = (u_char *) bad;
+        reason->len = ngx_strlen(bad);
+        return NGX_HTTP_BAD_REQUEST;
+    }
+
+    *id = h->value;
+
+    return NGX_OK;
+}
+
+
+/* the first request header called "name", and how many there are */
+
+ngx_table_elt_t *
+ngx_http_prefix_aware_header(ngx_http_request_t *r, ngx_str_t *name,
+    ngx_uint_t *n)
+{
+    ngx_uint_t        i, found;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h, *first;
+
+    first = NULL;
+    found = 0;
+
+    part = &r->headers_in.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].key.len != name->len
+            || ngx_strncasecmp(h[i].key.data, name->data, name->len) != 0)
+        {
+            continue;
+        }
+
+        if (first == NULL) {
+            first = &h[i];
+        }
+
+        found++;
+    }
+
+    if (n) {
+        *n = found;
+    }
+
+    return first;
+}
+
+
+/*
+ * hands the buffered body to "feed" in place, buffer by buffer, reading
+ * a body kept in a temporary file in pieces of up to "chunk" bytes, until
+ * "feed" has enough (NGX_DONE)
+ */
+
+static ngx_int_t
+ngx_http_prefix_aware_body(ngx_http_request_t *r,
+    ngx_http_prefix_aware_feed_pt feed, void *data, size_t chunk)
+{
+    off_t         offset;
+    size_t        size;
+    ssize_t       n;
+    u_char       *buf;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+
+    buf = NULL;
+
+    for (cl = r->request_body->bufs; cl; cl = cl->next) {
+        b = cl->buf;
+
+        if (ngx_buf_in_memory(b)) {
+
+            if (b->last == b->pos) {
+                continue;
+            }
+
+            if (feed(data, b->pos, b->last - b->pos) == NGX_DONE) {
+                return NGX_OK;
+            }
+
+            continue;
+        }
+
+        if (!b->in_file || b->file_last <= b->file_pos) {
+            continue;
+        }
+
+        if (buf == NULL) {
+            chunk = (size_t) ngx_min((off_t) chunk, b->file_last - b->file_pos);
+
+            buf = ngx_palloc(r->pool, chunk);
+            if (buf == NULL) {
+                return NGX_ERROR;
+            }
+        }
+
+        for (offset = b->file_pos; offset < b->file_last; offset += n) {
+            size = (size_t) ngx_min(b->file_last - offset, (off_t) chunk);
+
+            n = ngx_read_file(b->file, buf, size, offset);
+
+            if (n == NGX_ERROR) {
+                return NGX_ERROR;
+            }
+
+            if (n == 0) {
+                ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                              "prefix_aware: body temp file \"%V\" is "
+                              "shorter than expected", &b->file->name);
+                return NGX_ERROR;
+            }
+
+            if (feed(data, buf, n) == NGX_DONE) {
+                return NGX_OK;
+            }
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_prefix_aware_feed_bytes(void *data, u_char *p, size_t n)
+{
+    return pa_body_key_feed(data, p, n) ? NGX_OK : NGX_DONE;
+}
+
+
+static ngx_int_t
+ngx_http_prefix_aware_feed_openai(void *data, u_char *p, size_t n)
+{
+    return pa_oai_feed(data, p, n) == PA_OAI_MORE ? NGX_OK : NGX_DONE;
+}
+
+
+static void *
+ngx_http_prefix_aware_alloc(void *ctx, size_t size)
+{
+    return ngx_palloc(ctx, size);
+}
+
+
+/*
+ * answers 400 with a one-line reason from within the upstream's
+ * initialization: the upstream's cleanup is taken away so that it only
+ * drops the reference taken here when it finalizes with NGX_DONE
+ */
+
+ngx_int_t
+ngx_http_prefix_aware_reject(ngx_http_request_t *r, ngx_str_t *reason)
+{
+    ngx_int_t             rc;
+    ngx_buf_t            *b;
+    ngx_chain_t           out;
+    ngx_http_upstream_t  *u;
+
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "prefix_aware: bad request: %V", reason);
+
+    u = r->upstream;
+
+    if (u->cleanup) {
+        *u->cleanup = NULL;
+        u->cleanup = NULL;
+    }
+
+    r->main->count++;
+
+    b = ngx_create_temp_buf(r->pool, reason->len + 1);
+    if (b == NULL) {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return NGX_ERROR;
+    }
+
+    b->last = ngx_cpymem(b->last, reason->data, reason->len);
+    *b->last++ = LF;
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
+    out.buf = b;
+    out.next = NULL;
+
+    r->headers_out.status = NGX_HTTP_BAD_REQUEST;
+    r->headers_out.content_length_n = b->last - b->pos;
+    ngx_str_set(&r->headers_out.content_type, "text/plain");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        ngx_http_finalize_request(r, rc);
+        return NGX_ERROR;
+    }
+
+    ngx_http_finalize_request(r, ngx_http_output_filter(r, &out));
+
+    return NGX_ERROR;
+}
