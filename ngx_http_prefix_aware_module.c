@@ -127,13 +127,15 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     servers = ngx_palloc(cf->pool, n * sizeof(pa_ring_server_t));
     pacf->names = ngx_palloc(cf->pool, n * sizeof(ngx_str_t));
     pacf->weights = ngx_palloc(cf->pool, n * sizeof(uint32_t));
+    pacf->current = ngx_pcalloc(cf->pool, n * sizeof(int64_t));
     pacf->shm_server = ngx_pcalloc(cf->pool,
                               n * sizeof(ngx_http_prefix_aware_shm_server_t *));
     pacf->peer = ngx_pcalloc(cf->pool,
                              n * sizeof(ngx_http_upstream_rr_peer_t *));
 
     if (servers == NULL || pacf->names == NULL || pacf->weights == NULL
-        || pacf->shm_server == NULL || pacf->peer == NULL)
+        || pacf->current == NULL || pacf->shm_server == NULL
+        || pacf->peer == NULL)
     {
         return NGX_ERROR;
     }
@@ -328,7 +330,8 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
     } else {
         rc = pa_least_loaded(pacf->nservers,
                              ngx_http_prefix_aware_rotate++, pacf->weights,
-                             ngx_http_prefix_aware_probe, pd, &pick);
+                             pacf->current, ngx_http_prefix_aware_probe, pd,
+                             &pick);
     }
 
     if (rc != 0) {

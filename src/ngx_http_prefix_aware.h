@@ -99,6 +99,8 @@ typedef struct {
     ngx_uint_t                             nservers;
     pa_ring_t                              ring;
     uint32_t                              *weights;
+    /* per process: smooth weighted round robin among least-loaded ties */
+    int64_t                               *current;
     ngx_str_t                             *names;
 
     /* per process: the peers by ring index, where the zone put them */

@@ -21,6 +21,7 @@ static int pa_ring_tie_less(const pa_ring_point_t *a,
     const pa_ring_point_t *b, const pa_ring_server_t *servers);
 static pa_route_e pa_ring_route(uint32_t server, uint32_t first,
     uint32_t first_usable);
+static uint64_t pa_weight(const uint32_t *weights, uint32_t s);
 
 
 size_t
@@ -205,11 +206,12 @@ pa_ring_pick(const pa_ring_t *ring, uint64_t hash, uint64_t threshold,
 
 int
 pa_least_loaded(uint32_t nservers, uint32_t start,
-    const uint32_t *weights, pa_server_probe_pt probe, void *ctx,
-    pa_pick_t *pick)
+    const uint32_t *weights, int64_t *current, pa_server_probe_pt probe,
+    void *ctx, pa_pick_t *pick)
 {
     int        rc;
-    uint32_t   k, s, best, have_best;
+    int64_t    total;
+    uint32_t   k, s, best, best_tie, have_best, tied;
     uint64_t   inflight, best_inflight, w, best_w;
 
     pick->server = 0;
@@ -225,6 +227,7 @@ pa_least_loaded(uint32_t nservers, uint32_t start,
     best_inflight = 0;
     best_w = 1;
     have_best = 0;
+    tied = 0;
 
     s = start % nservers;
 
@@ -234,7 +237,7 @@ pa_least_loaded(uint32_t nservers, uint32_t start,
         rc = probe(ctx, s, &inflight);
 
         if (rc == PA_SERVER_USABLE) {
-            w = (weights == NULL || weights[s] == 0) ? 1 : weights[s];
+            w = pa_weight(weights, s);
 
             /* inflight / w < best_inflight / best_w, as least_conn does */
 
@@ -243,6 +246,10 @@ pa_least_loaded(uint32_t nservers, uint32_t start,
                 best_inflight = inflight;
                 best_w = w;
                 have_best = 1;
+                tied = 1;
+
+            } else if (inflight * best_w == best_inflight * w) {
+                tied++;
             }
         }
 
@@ -253,6 +260,43 @@ pa_least_loaded(uint32_t nservers, uint32_t start,
 
     if (!have_best) {
         return -1;
+    }
+
+    if (current != NULL && tied > 1) {
+
+        /* smooth weighted round robin among the ties */
+
+        total = 0;
+        best_tie = best;
+        s = start % nservers;
+
+        for (k = 0; k < nservers; k++) {
+            inflight = 0;
+            rc = probe(ctx, s, &inflight);
+            w = pa_weight(weights, s);
+
+            if (rc == PA_SERVER_USABLE
+                && inflight * best_w == best_inflight * w)
+            {
+                current[s] += (int64_t) w;
+                total += (int64_t) w;
+
+                /* "best" is the first tie from "start": ties go first */
+
+                if (current[s] > current[best_tie]) {
+                    best_tie = s;
+                }
+            }
+
+            if (++s == nservers) {
+                s = 0;
+            }
+        }
+
+        if (total) {
+            current[best_tie] -= total;
+            best = best_tie;
+        }
     }
 
     pick->server = best;
@@ -375,4 +419,11 @@ pa_ring_route(uint32_t server, uint32_t first, uint32_t first_usable)
     }
 
     return first_usable ? PA_ROUTE_SPILL : PA_ROUTE_FAILOVER;
+}
+
+
+static uint64_t
+pa_weight(const uint32_t *weights, uint32_t s)
+{
+    return (weights == NULL || weights[s] == 0) ? 1 : weights[s];
 }

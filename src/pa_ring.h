@@ -92,12 +92,17 @@ int pa_ring_pick(const pa_ring_t *ring, uint64_t hash, uint64_t threshold,
 /*
  * no key: the usable server with the fewest in flight per weight, compared
  * as in least_conn without division; "weights" may be NULL (all equal),
- * a weight of 0 counts as 1.  the walk starts at "start" (mod nservers),
- * so a caller that rotates "start" rotates the ties.
+ * a weight of 0 counts as 1.  the walk starts at "start" (mod nservers).
+ * ties: with "current" NULL the first met from "start" wins, so a caller
+ * that rotates "start" rotates them; else "current" (nservers entries,
+ * zeroed once, kept by the caller) is nginx's smooth weighted round robin
+ * among the tied servers, as least_conn breaks its ties, so idle servers
+ * share requests by weight.  with "current", servers tied at the first
+ * pass are probed a second time.
  */
 int pa_least_loaded(uint32_t nservers, uint32_t start,
-    const uint32_t *weights, pa_server_probe_pt probe, void *ctx,
-    pa_pick_t *pick);
+    const uint32_t *weights, int64_t *current, pa_server_probe_pt probe,
+    void *ctx, pa_pick_t *pick);
 
 const char *pa_route_name(pa_route_e route);
 

@@ -41,10 +41,18 @@ $ng->start(<<"_EOC_");
         server 127.0.0.1:$port{b3};
     }
 
+    upstream heavy {
+        prefix_aware length=1024;
+        server 127.0.0.1:$port{b1} weight=100;
+        server 127.0.0.1:$port{b2};
+        server 127.0.0.1:$port{b3};
+    }
+
     server {
         listen 127.0.0.1:$listen;
         location /even { proxy_pass http://even; }
         location /weighted { proxy_pass http://weighted; }
+        location /heavy { proxy_pass http://heavy; }
     }
 _EOC_
 
@@ -97,6 +105,23 @@ ok !@bad, 'raising the weight of b1 moved keys only to b1'
 my $moved = grep { $even->[$_] ne $weighted->[$_] } 0 .. $n - 1;
 ok $moved > 0.08 * $n && $moved < 0.30 * $n,
    "$moved keys moved to b1 (about a sixth: b1 goes from a third to a half of the ring)";
+
+# requests with no key go to the least loaded server; idle servers tie, and
+# ties are shared by weight as least_conn shares them (smooth weighted
+# round robin, per worker: this nginx has one)
+my $c = $ng->conn;
+my %nk;
+for (1 .. 30) {
+    my $r = $c->request(GET => '/heavy');
+    my ($b) = $r->{body} =~ /^(b\d)$/m;
+    $nk{$b // "status $r->{status}"}++;
+}
+$c->close;
+
+note sprintf "no key, weights 100 1 1, 30 requests: b1 %d, b2 %d, b3 %d",
+             map { $nk{$_} // 0 } qw(b1 b2 b3);
+ok(($nk{b1} // 0) >= 28, 'idle ties go by weight: the weight-100 server takes at least 28 of 30')
+    or diag explain \%nk;
 
 $ng->stop;
 $be->stop;

@@ -69,6 +69,7 @@ static void test_golden(void);
 static void test_pick(void);
 static void test_pick_random(void);
 static void test_least_loaded(void);
+static void test_least_loaded_ties(void);
 static void test_route_name(void);
 
 
@@ -856,7 +857,7 @@ test_least_loaded(void)
     p.s[2].inflight = 1;
     p.s[3].inflight = 2;
 
-    CHECK(pa_least_loaded(4, 0, NULL, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 0, NULL, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 1);
     CHECK(pick.route == PA_ROUTE_NO_KEY);
     CHECK(p.calls == 4);
@@ -865,15 +866,15 @@ test_least_loaded(void)
         CHECK(p.s[i].calls == 1);
     }
 
-    CHECK(pa_least_loaded(4, 1, NULL, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 1, NULL, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 1);
-    CHECK(pa_least_loaded(4, 2, NULL, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 2, NULL, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 2);
-    CHECK(pa_least_loaded(4, 3, NULL, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 3, NULL, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 1);
-    CHECK(pa_least_loaded(4, 6, NULL, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 6, NULL, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 2);
-    CHECK(pa_least_loaded(4, UINT32_MAX, NULL, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, UINT32_MAX, NULL, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 1);
 
     /* weighted: 1/1, 2/3, 1/1, 5/1 */
@@ -881,53 +882,53 @@ test_least_loaded(void)
     p.s[1].inflight = 2;
     p.s[2].inflight = 1;
     p.s[3].inflight = 5;
-    CHECK(pa_least_loaded(4, 0, w, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 0, w, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 1);
-    CHECK(pa_least_loaded(4, 2, w, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 2, w, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 1);
 
     /* 3/3 ties 1/1: "start" decides */
     p.s[1].inflight = 3;
-    CHECK(pa_least_loaded(4, 1, w, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 1, w, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 1);
-    CHECK(pa_least_loaded(4, 2, w, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 2, w, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 2);
-    CHECK(pa_least_loaded(4, 3, w, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 3, w, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 0);
 
     /* 4/3 loses to 1/1; unweighted it would lose too */
     p.s[1].inflight = 4;
-    CHECK(pa_least_loaded(4, 1, w, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 1, w, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 2);
 
     /* idle beats everything whatever the weight */
     p.s[3].inflight = 0;
-    CHECK(pa_least_loaded(4, 0, w, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 0, w, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 3);
 
     /* 2/2 ties 1/1, 3/2 loses to 1/1, 2/2 beats 2/1 */
     probe_reset(&p, 2);
     p.s[0].inflight = 2;
     p.s[1].inflight = 1;
-    CHECK(pa_least_loaded(2, 0, w2, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(2, 0, w2, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 0);
-    CHECK(pa_least_loaded(2, 1, w2, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(2, 1, w2, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 1);
     p.s[0].inflight = 3;
-    CHECK(pa_least_loaded(2, 0, w2, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(2, 0, w2, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 1);
     p.s[0].inflight = 2;
     p.s[1].inflight = 2;
-    CHECK(pa_least_loaded(2, 1, w2, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(2, 1, w2, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 0);
 
     /* a weight of 0 counts as 1 */
     p.s[0].inflight = 1;
     p.s[1].inflight = 1;
-    CHECK(pa_least_loaded(2, 1, w0, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(2, 1, w0, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 1);
     p.s[1].inflight = 2;
-    CHECK(pa_least_loaded(2, 1, w0, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(2, 1, w0, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 0);
 
     /* unusable ones are skipped, however idle */
@@ -936,20 +937,103 @@ test_least_loaded(void)
     p.s[1].inflight = 7;
     p.s[2].usable = 0;
     p.s[3].inflight = 9;
-    CHECK(pa_least_loaded(4, 0, NULL, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 0, NULL, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 1);
-    CHECK(pa_least_loaded(4, 0, w, probe, &p, &pick) == 0);
+    CHECK(pa_least_loaded(4, 0, w, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 1);
 
     /* none usable, or none at all */
     p.s[1].usable = 0;
     p.s[3].usable = 0;
     p.calls = 0;
-    CHECK(pa_least_loaded(4, 0, NULL, probe, &p, &pick) == -1);
+    CHECK(pa_least_loaded(4, 0, NULL, NULL, probe, &p, &pick) == -1);
     CHECK(pick.route == PA_ROUTE_NONE);
     CHECK(p.calls == 4);
-    CHECK(pa_least_loaded(0, 0, NULL, probe, &p, &pick) == -1);
+    CHECK(pa_least_loaded(0, 0, NULL, NULL, probe, &p, &pick) == -1);
     CHECK(pick.route == PA_ROUTE_NONE);
+}
+
+
+/* ties share requests by weight: nginx's smooth weighted round robin */
+
+static void
+test_least_loaded_ties(void)
+{
+    int64_t       cur[4];
+    uint32_t      i, n[4];
+    pa_pick_t     pick;
+    test_probe_t  p;
+
+    static const uint32_t  w[3] = { 100, 1, 1 };
+    static const uint32_t  w4[4] = { 1, 3, 1, 1 };
+
+    /* three idle servers, weights 100, 1, 1: 102 picks go 100, 1, 1 */
+    probe_reset(&p, 3);
+    memset(cur, 0, sizeof(cur));
+    memset(n, 0, sizeof(n));
+
+    for (i = 0; i < 102; i++) {
+        CHECK(pa_least_loaded(3, i, w, cur, probe, &p, &pick) == 0);
+        CHECK(pick.route == PA_ROUTE_NO_KEY);
+        n[pick.server]++;
+    }
+
+    CHECK_MSG(n[0] == 100 && n[1] == 1 && n[2] == 1,
+              "weights 100 1 1 idle: %u %u %u", n[0], n[1], n[2]);
+
+    /* the first 30 of them: the heavy server takes at least 28 */
+    memset(cur, 0, sizeof(cur));
+    memset(n, 0, sizeof(n));
+
+    for (i = 0; i < 30; i++) {
+        CHECK(pa_least_loaded(3, i, w, cur, probe, &p, &pick) == 0);
+        n[pick.server]++;
+    }
+
+    CHECK_MSG(n[0] >= 28, "weights 100 1 1, 30 picks: %u %u %u",
+              n[0], n[1], n[2]);
+
+    /* equal weights: ties rotate evenly whatever "start" is */
+    memset(cur, 0, sizeof(cur));
+    memset(n, 0, sizeof(n));
+
+    for (i = 0; i < 30; i++) {
+        CHECK(pa_least_loaded(3, 0, NULL, cur, probe, &p, &pick) == 0);
+        n[pick.server]++;
+    }
+
+    CHECK_MSG(n[0] == 10 && n[1] == 10 && n[2] == 10,
+              "equal idle: %u %u %u", n[0], n[1], n[2]);
+
+    /* only the servers tied at the least load share: 3/3 and 1/1 tie */
+    probe_reset(&p, 4);
+    p.s[0].inflight = 1;
+    p.s[1].inflight = 3;
+    p.s[2].inflight = 2;
+    p.s[3].inflight = 1;
+    memset(cur, 0, sizeof(cur));
+    memset(n, 0, sizeof(n));
+
+    for (i = 0; i < 50; i++) {
+        CHECK(pa_least_loaded(4, 0, w4, cur, probe, &p, &pick) == 0);
+        n[pick.server]++;
+    }
+
+    CHECK_MSG(n[2] == 0, "a busier server was picked %u times", n[2]);
+    CHECK_MSG(n[1] == 30 && n[0] == 10 && n[3] == 10,
+              "ties 1:3:1 went %u %u %u", n[0], n[1], n[3]);
+
+    /* an unusable tie is skipped */
+    p.s[1].usable = 0;
+    memset(n, 0, sizeof(n));
+
+    for (i = 0; i < 20; i++) {
+        CHECK(pa_least_loaded(4, 0, w4, cur, probe, &p, &pick) == 0);
+        n[pick.server]++;
+    }
+
+    CHECK_MSG(n[1] == 0 && n[0] == 10 && n[3] == 10,
+              "unusable tie: %u %u %u", n[0], n[1], n[3]);
 }
 
 
@@ -978,6 +1062,7 @@ main(void)
     test_pick();
     test_pick_random();
     test_least_loaded();
+    test_least_loaded_ties();
     test_route_name();
 
     return UNIT_DONE();
