@@ -15,6 +15,8 @@
 
 static ngx_int_t ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     ngx_http_upstream_srv_conf_t *us);
+static ngx_int_t ngx_http_prefix_aware_name_cmp(const void *one,
+    const void *two);
 static ngx_int_t ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
     ngx_http_upstream_srv_conf_t *us);
 static ngx_int_t ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc,
@@ -96,11 +98,12 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     ngx_http_upstream_srv_conf_t *us)
 {
     u_char                              *p;
-    size_t                               len;
-    ngx_uint_t                           i, j, n, dup;
+    size_t                               len, total;
+    ngx_uint_t                           i, j, n;
     pa_ring_point_t                     *points;
     pa_ring_server_t                    *servers;
-    ngx_http_upstream_rr_peer_t         *peer, *other;
+    ngx_http_upstream_rr_peer_t         *peer;
+    ngx_http_prefix_aware_name_t        *byname;
     ngx_http_upstream_rr_peers_t        *peers;
     ngx_http_prefix_aware_srv_conf_t    *pacf, **pp;
     ngx_http_prefix_aware_main_conf_t   *pamcf;
@@ -146,22 +149,31 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
      * resolved to several addresses is told apart by the address
      */
 
+    byname = ngx_palloc(cf->pool, n * sizeof(ngx_http_prefix_aware_name_t));
+    if (byname == NULL) {
+        return NGX_ERROR;
+    }
+
     for (peer = peers->peer, i = 0; peer; peer = peer->next, i++) {
+        byname[i].name = &peer->server;
+        byname[i].index = i;
+        pacf->peer[i] = peer;
+    }
 
-        dup = 0;
+    /* sorted, equal names are neighbours: n log n for 5,000 servers too */
 
-        for (other = peers->peer; other; other = other->next) {
-            if (other != peer
-                && other->server.len == peer->server.len
-                && ngx_strncmp(other->server.data, peer->server.data,
-                               peer->server.len) == 0)
-            {
-                dup = 1;
-                break;
-            }
-        }
+    ngx_sort(byname, n, sizeof(ngx_http_prefix_aware_name_t),
+             ngx_http_prefix_aware_name_cmp);
 
-        if (dup) {
+    for (i = 0; i < n; i++) {
+        j = byname[i].index;
+        peer = pacf->peer[j];
+
+        if ((i > 0 && ngx_http_prefix_aware_name_cmp(&byname[i],
+                                                     &byname[i - 1]) == 0)
+            || (i + 1 < n && ngx_http_prefix_aware_name_cmp(&byname[i],
+                                                     &byname[i + 1]) == 0))
+        {
             len = peer->server.len + 1 + peer->name.len;
 
             p = ngx_pnalloc(cf->pool, len);
@@ -169,37 +181,67 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
                 return NGX_ERROR;
             }
 
-            pacf->names[i].data = p;
+            pacf->names[j].data = p;
             p = ngx_cpymem(p, peer->server.data, peer->server.len);
             *p++ = ' ';
             ngx_memcpy(p, peer->name.data, peer->name.len);
-            pacf->names[i].len = len;
+            pacf->names[j].len = len;
 
         } else {
-            pacf->names[i] = peer->server;
+            pacf->names[j] = peer->server;
         }
 
-        for (j = 0; j < i; j++) {
-            if (pacf->names[j].len == pacf->names[i].len
-                && ngx_strncmp(pacf->names[j].data, pacf->names[i].data,
-                               pacf->names[i].len) == 0)
-            {
-                ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                              "prefix_aware: duplicate server \"%V\" in "
-                              "upstream \"%V\", use \"weight=\" instead",
-                              &peer->server, &us->host);
-                return NGX_ERROR;
-            }
-        }
+        servers[j].weight = (uint32_t) peer->weight;
+        pacf->weights[j] = (uint32_t) peer->weight;
 
-        servers[i].name = pacf->names[i].data;
-        servers[i].len = pacf->names[i].len;
-        servers[i].weight = (uint32_t) peer->weight;
-        pacf->weights[i] = (uint32_t) peer->weight;
+        if (peer->weight > NGX_HTTP_PREFIX_AWARE_MAX_WEIGHT) {
+            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                          "prefix_aware: invalid \"weight\" value %ui of "
+                          "server \"%V\" in upstream \"%V\", it must be "
+                          "a number from 1 to %d", peer->weight,
+                          &peer->server, &us->host,
+                          NGX_HTTP_PREFIX_AWARE_MAX_WEIGHT);
+            return NGX_ERROR;
+        }
     }
 
-    points = ngx_palloc(cf->pool,
-                        pa_ring_points(servers, n) * sizeof(pa_ring_point_t));
+    for (i = 0; i < n; i++) {
+        byname[i].name = &pacf->names[i];
+        byname[i].index = i;
+        servers[i].name = pacf->names[i].data;
+        servers[i].len = pacf->names[i].len;
+    }
+
+    ngx_sort(byname, n, sizeof(ngx_http_prefix_aware_name_t),
+             ngx_http_prefix_aware_name_cmp);
+
+    for (i = 1; i < n; i++) {
+        if (ngx_http_prefix_aware_name_cmp(&byname[i], &byname[i - 1]) == 0) {
+            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                          "prefix_aware: duplicate server \"%V\" in "
+                          "upstream \"%V\", use \"weight=\" instead",
+                          &pacf->peer[byname[i].index]->server, &us->host);
+            return NGX_ERROR;
+        }
+    }
+
+    /* the peers are found again in each process: see set_peers() */
+
+    ngx_memzero(pacf->peer, n * sizeof(ngx_http_upstream_rr_peer_t *));
+
+    total = pa_ring_points(servers, n);
+
+    if (total == 0 || total > NGX_HTTP_PREFIX_AWARE_MAX_POINTS) {
+        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                      "prefix_aware: the ring of upstream \"%V\" would "
+                      "have more than %d points (%d per unit of weight), "
+                      "lower the weights or split the upstream",
+                      &us->host, NGX_HTTP_PREFIX_AWARE_MAX_POINTS,
+                      PA_RING_POINTS_PER_WEIGHT);
+        return NGX_ERROR;
+    }
+
+    points = ngx_palloc(cf->pool, total * sizeof(pa_ring_point_t));
     if (points == NULL) {
         return NGX_ERROR;
     }
@@ -225,6 +267,17 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     *pp = pacf;
 
     return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_prefix_aware_name_cmp(const void *one, const void *two)
+{
+    const ngx_http_prefix_aware_name_t  *a = one;
+    const ngx_http_prefix_aware_name_t  *b = two;
+
+    return ngx_memn2cmp(a->name->data, b->name->data, a->name->len,
+                        b->name->len);
 }
 
 

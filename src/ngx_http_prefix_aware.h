@@ -32,6 +32,10 @@
 /* worker processes that can hold requests at once, reloads included */
 #define NGX_HTTP_PREFIX_AWARE_SLOTS           64
 
+/* the ring has 160 points per unit of weight: bound what it may cost */
+#define NGX_HTTP_PREFIX_AWARE_MAX_WEIGHT      100
+#define NGX_HTTP_PREFIX_AWARE_MAX_POINTS      4194304
+
 /* in flight at the first choice: 0, 1, 2, 4, ... 1024, +inf */
 #define NGX_HTTP_PREFIX_AWARE_HIST            13
 
@@ -136,6 +140,13 @@ typedef struct {
     unsigned                               keyed:1;
     unsigned                               id:1;
 } ngx_http_prefix_aware_peer_data_t;
+
+
+/* a server's name and its index, sorted to find equal names */
+typedef struct {
+    ngx_str_t                             *name;
+    ngx_uint_t                             index;
+} ngx_http_prefix_aware_name_t;
 
 
 typedef struct {

@@ -336,27 +336,35 @@ b2
 
 
 
-=== TEST 19: another balancing method after prefix_aware is warned about
+=== TEST 19: another balancing method after prefix_aware is warned about, and it is the one used
 --- http_config
     upstream up {
-        prefix_aware;
+        prefix_aware length=1024;
         least_conn;
         server 127.0.0.1:1985;
+        server 127.0.0.1:1986;
+        server 127.0.0.1:1987;
     }
 --- config
+    location /ssi/ { ssi on; root $TEST_NGINX_SERVER_ROOT/html; }
     location /t { proxy_pass http://up; }
+--- user_files eval
+[["ssi/seq.html", '<!--# include virtual="/t" wait="yes" -->' x 3]]
+--- more_headers
+X-Amzn-SageMaker-Prefix-Aware-Id: tenant-a
 --- request
-GET /t
---- response_body
-b1
+GET /ssi/seq.html
+--- response_body eval
+"b1\nb2\nb3\n"
 --- error_log
 load balancing method redefined
 --- no_error_log
 [error]
+prefix_aware peer
 
 
 
-=== TEST 20: upstream keepalive after prefix_aware: the ring still routes, connections are reused
+=== TEST 20: upstream keepalive after prefix_aware: the ring still routes, connections are reused, in-flight counts go back to 0
 --- http_config
     upstream up {
         prefix_aware length=1024;
@@ -367,19 +375,25 @@ load balancing method redefined
     }
 --- config
     location /ssi/ { ssi on; root $TEST_NGINX_SERVER_ROOT/html; }
+    location /st { prefix_aware_status; }
     location /t {
         proxy_http_version 1.1;
         proxy_set_header Connection "";
         proxy_pass http://up;
     }
 --- user_files eval
-[["ssi/seq.html", '<!--# include virtual="/t" wait="yes" -->' x 3]]
+[["ssi/seq.html", ('<!--# include virtual="/t" wait="yes" -->' x 3)
+                  . '<!--# include virtual="/st?format=prometheus" -->']]
 --- more_headers
 X-Amzn-SageMaker-Prefix-Aware-Id: tenant-a
 --- request
 GET /ssi/seq.html
---- response_body eval
-"b1\nb1\nb1\n"
+--- response_body_like eval
+qr/\Ab1\nb1\nb1\n.*
+   \nnginx_prefix_aware_server_inflight\{upstream="up",server="127.0.0.1:1985"\}\ 0\n
+   nginx_prefix_aware_server_inflight\{upstream="up",server="127.0.0.1:1986"\}\ 0\n
+   nginx_prefix_aware_server_inflight\{upstream="up",server="127.0.0.1:1987"\}\ 0\n
+   .*\nnginx_prefix_aware_server_requests_total\{upstream="up",server="127.0.0.1:1985"\}\ 3\n/sx
 --- grep_error_log eval
 qr/prefix_aware peer: "[^"]+" route:\w+/
 --- grep_error_log_out
@@ -388,5 +402,68 @@ prefix_aware peer: "127.0.0.1:1985" route:affinity
 prefix_aware peer: "127.0.0.1:1985" route:affinity
 --- error_log
 get keepalive peer: using connection
+--- no_error_log
+[error]
+
+
+
+=== TEST 21: weight above 100 is refused: the ring has 160 points per unit
+--- http_config
+    upstream up {
+        prefix_aware;
+        server 127.0.0.1:1985 weight=101;
+        server 127.0.0.1:1986;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+prefix_aware: invalid "weight" value 101 of server "127.0.0.1:1985" in upstream "up", it must be a number from 1 to 100
+
+
+
+=== TEST 22: a ring of more than 4194304 points is refused (300 servers of weight 100)
+--- http_config eval
+"upstream up {\n    prefix_aware;\n"
+. join('', map { sprintf "    server 127.0.%d.%d:1985 weight=100;\n", $_ / 250, $_ % 250 + 1 } 0 .. 299)
+. "}\n"
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+prefix_aware: the ring of upstream "up" would have more than 4194304 points (160 per unit of weight), lower the weights or split the upstream
+
+
+
+=== TEST 23: 5,000 servers load, and a duplicate among them is named
+--- http_config eval
+"upstream up {\n    prefix_aware;\n"
+. join('', map { sprintf "    server 127.%d.%d.1:1985;\n", $_ / 250 + 1, $_ % 250 } 0 .. 4999)
+. "    server 127.3.7.1:1985;\n}\n"
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+prefix_aware: duplicate server "127.3.7.1:1985" in upstream "up", use "weight=" instead
+
+
+
+=== TEST 24: 5,000 distinct servers load and route
+--- http_config eval
+"upstream up {\n    prefix_aware;\n"
+. join('', map { sprintf "    server 127.%d.%d.1:1985 down;\n", $_ / 250 + 1, $_ % 250 } 0 .. 4998)
+. "    server 127.0.0.1:1985;\n}\n"
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- response_body
+b1
 --- no_error_log
 [error]
