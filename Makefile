@@ -96,7 +96,8 @@ test-nginx: module deps-test
 	TEST_NGINX_LOAD_MODULES=$(CURDIR)/$(MODULE) \
 	    prove -I t/lib -r t/
 
-test: deps-test unit test-nginx fuzz-smoke bench-smoke soak-smoke
+test: deps-test unit test-nginx fuzz-smoke bench-smoke soak-smoke \
+      bench-memory-smoke
 
 clean:
 	rm -rf $(BUILD) objs

@@ -21,3 +21,19 @@ soak: module deps-test
 
 soak-smoke: module deps-test
 	SOAK_SECONDS=20 $(SOAK_PY) bench/soak.py
+
+# Worker memory per held stream, prefix_aware against nginx's random
+# (bench/stream_memory.py): the key's memory must be freed once the key
+# is known, since a stream keeps its request for minutes.
+#
+#   make bench-memory        2000 streams, 3 rounds, report in
+#                            build/stream_memory.md
+#   make bench-memory-smoke  400 streams, 1 round, fails above +4 kB
+
+.PHONY: bench-memory bench-memory-smoke
+
+bench-memory: module deps-test
+	$(SOAK_PY) bench/stream_memory.py --check
+
+bench-memory-smoke: module deps-test
+	STREAMS=400 ROUNDS=1 $(SOAK_PY) bench/stream_memory.py --check

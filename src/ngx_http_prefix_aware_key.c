@@ -17,8 +17,12 @@ typedef ngx_int_t (*ngx_http_prefix_aware_feed_pt)(void *data, u_char *p,
 
 static ngx_int_t ngx_http_prefix_aware_find_id(ngx_http_request_t *r,
     ngx_str_t *id, ngx_str_t *reason);
+static ngx_int_t ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_pool_t *pool,
+    ngx_uint_t format, u_char *pck, size_t *pck_len, ngx_str_t *reason);
 static ngx_int_t ngx_http_prefix_aware_body(ngx_http_request_t *r,
-    ngx_http_prefix_aware_feed_pt feed, void *data, size_t chunk);
+    ngx_pool_t *pool, ngx_http_prefix_aware_feed_pt feed, void *data,
+    size_t chunk);
 static ngx_int_t ngx_http_prefix_aware_feed_bytes(void *data, u_char *p,
     size_t n);
 static ngx_int_t ngx_http_prefix_aware_feed_openai(void *data, u_char *p,
@@ -40,12 +44,10 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
     u_char                             *idp;
     ngx_str_t                           id, *uri;
     ngx_int_t                           rc;
-    ngx_uint_t                          format, body;
-    pa_oai_t                           *x;
-    pa_alloc_t                          alloc;
-    pa_body_key_t                       bk;
-    pa_oai_result_t                     res;
+    ngx_uint_t                          format;
+    ngx_pool_t                         *pool;
     ngx_http_prefix_aware_srv_conf_t   *pacf;
+    u_char                              pck[PA_ID_MAX_LEN];
 
     static ngx_str_t  completions = ngx_string("/completions");
 
@@ -58,8 +60,6 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
 
     idp = id.data;
     idlen = id.len;
-
-    body = 0;
 
     if (r->request_body_no_buffering) {
 
@@ -77,35 +77,93 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
         }
 
     } else if (r->request_body && r->request_body->bufs) {
-        body = 1;
-    }
 
-    format = pacf->format;
+        format = pacf->format;
 
-    if (format == NGX_HTTP_PREFIX_AWARE_FORMAT_AUTO) {
-        uri = &r->uri;
-        format = NGX_HTTP_PREFIX_AWARE_FORMAT_BODY;
+        if (format == NGX_HTTP_PREFIX_AWARE_FORMAT_AUTO) {
+            uri = &r->uri;
+            format = NGX_HTTP_PREFIX_AWARE_FORMAT_BODY;
 
-        if (uri->len >= completions.len
-            && ngx_strncmp(uri->data + uri->len - completions.len,
-                           completions.data, completions.len) == 0)
-        {
-            format = NGX_HTTP_PREFIX_AWARE_FORMAT_OPENAI;
+            if (uri->len >= completions.len
+                && ngx_strncmp(uri->data + uri->len - completions.len,
+                               completions.data, completions.len) == 0)
+            {
+                format = NGX_HTTP_PREFIX_AWARE_FORMAT_OPENAI;
+            }
+        }
+
+        /*
+         * what reading the key needs (parser state, a temp file buffer)
+         * lives in a pool of its own, freed as soon as the key is known:
+         * a streamed answer keeps its request, and r->pool, for minutes
+         */
+
+        pool = ngx_create_pool(NGX_DEFAULT_POOL_SIZE, r->connection->log);
+        if (pool == NULL) {
+            return NGX_ERROR;
+        }
+
+        rc = ngx_http_prefix_aware_key_body(r, pd, pool, format, pck,
+                                            idlen ? NULL : &idlen, reason);
+
+        ngx_destroy_pool(pool);
+
+        if (rc != NGX_OK) {
+            return rc;
+        }
+
+        if (id.len == 0 && idlen) {
+            idp = pck;
         }
     }
 
-    if (body && format == NGX_HTTP_PREFIX_AWARE_FORMAT_OPENAI) {
+    if (pd->source != NGX_HTTP_PREFIX_AWARE_SOURCE_NONE) {
+        pd->hash = pa_key_mix(pd->hash, idp, idlen);
+        pd->keyed = 1;
+
+    } else if (idlen) {
+        pd->hash = pa_key_id_only(idp, idlen);
+        pd->keyed = 1;
+    }
+
+    pd->id = idlen ? 1 : 0;
+
+    return NGX_OK;
+}
+
+
+/*
+ * the key of a buffered body, OpenAI JSON or raw bytes; a valid
+ * prompt_cache_key is copied to "pck" and its length set in "*pck_len"
+ * if "pck_len" is not NULL (no id header)
+ */
+
+static ngx_int_t
+ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_pool_t *pool,
+    ngx_uint_t format, u_char *pck, size_t *pck_len, ngx_str_t *reason)
+{
+    pa_oai_t                           *x;
+    pa_alloc_t                          alloc;
+    pa_body_key_t                       bk;
+    pa_oai_result_t                     res;
+    ngx_http_prefix_aware_srv_conf_t   *pacf;
+
+    pacf = pd->conf;
+
+    if (format == NGX_HTTP_PREFIX_AWARE_FORMAT_OPENAI) {
 
         alloc.alloc = ngx_http_prefix_aware_alloc;
-        alloc.ctx = r->pool;
+        alloc.ctx = pool;
 
         x = pa_oai_create(&alloc, pacf->length, 0);
         if (x == NULL) {
             return NGX_ERROR;
         }
 
-        if (ngx_http_prefix_aware_body(r, ngx_http_prefix_aware_feed_openai,
-                                       x, NGX_HTTP_PREFIX_AWARE_FILE_BUF)
+        if (ngx_http_prefix_aware_body(r, pool,
+                                       ngx_http_prefix_aware_feed_openai, x,
+                                       NGX_HTTP_PREFIX_AWARE_FILE_BUF)
             != NGX_OK)
         {
             return NGX_ERROR;
@@ -121,14 +179,9 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
                 return NGX_HTTP_BAD_REQUEST;
             }
 
-            if (idlen == 0 && res.has_pck) {
-                idp = ngx_pnalloc(r->pool, res.pck_len);
-                if (idp == NULL) {
-                    return NGX_ERROR;
-                }
-
-                ngx_memcpy(idp, res.pck, res.pck_len);
-                idlen = res.pck_len;
+            if (pck_len && res.has_pck) {
+                *pck_len = ngx_min(res.pck_len, PA_ID_MAX_LEN);
+                ngx_memcpy(pck, res.pck, *pck_len);
             }
 
             pd->hash = res.hash;
@@ -138,46 +191,30 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
                            "prefix_aware openai: %uz characters, "
                            "%uz bytes scanned", res.chars, res.scanned);
 
-        } else {
-            ngx_atomic_fetch_add(
-                            &pacf->shm->counter[NGX_HTTP_PA_UP_FALLBACK], 1);
-
-            ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                          "prefix_aware: not an OpenAI request body (%s), "
-                          "keyed by its raw bytes",
-                          pa_oai_status_name(res.status));
-
-            format = NGX_HTTP_PREFIX_AWARE_FORMAT_BODY;
-        }
-    }
-
-    if (body && format == NGX_HTTP_PREFIX_AWARE_FORMAT_BODY) {
-
-        pa_body_key_init(&bk, pacf->length);
-
-        if (ngx_http_prefix_aware_body(r, ngx_http_prefix_aware_feed_bytes,
-                                       &bk, pacf->length)
-            != NGX_OK)
-        {
-            return NGX_ERROR;
+            return NGX_OK;
         }
 
-        if (bk.total) {
-            pd->hash = pa_body_key_digest(&bk);
-            pd->source = NGX_HTTP_PREFIX_AWARE_SOURCE_BODY;
-        }
+        ngx_atomic_fetch_add(&pacf->shm->counter[NGX_HTTP_PA_UP_FALLBACK], 1);
+
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "prefix_aware: not an OpenAI request body (%s), "
+                      "keyed by its raw bytes",
+                      pa_oai_status_name(res.status));
     }
 
-    if (pd->source != NGX_HTTP_PREFIX_AWARE_SOURCE_NONE) {
-        pd->hash = pa_key_mix(pd->hash, idp, idlen);
-        pd->keyed = 1;
+    pa_body_key_init(&bk, pacf->length);
 
-    } else if (idlen) {
-        pd->hash = pa_key_id_only(idp, idlen);
-        pd->keyed = 1;
+    if (ngx_http_prefix_aware_body(r, pool, ngx_http_prefix_aware_feed_bytes,
+                                   &bk, pacf->length)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
     }
 
-    pd->id = idlen ? 1 : 0;
+    if (bk.total) {
+        pd->hash = pa_body_key_digest(&bk);
+        pd->source = NGX_HTTP_PREFIX_AWARE_SOURCE_BODY;
+    }
 
     return NGX_OK;
 }
@@ -275,7 +312,7 @@ ngx_http_prefix_aware_header(ngx_http_request_t *r, ngx_str_t *name,
  */
 
 static ngx_int_t
-ngx_http_prefix_aware_body(ngx_http_request_t *r,
+ngx_http_prefix_aware_body(ngx_http_request_t *r, ngx_pool_t *pool,
     ngx_http_prefix_aware_feed_pt feed, void *data, size_t chunk)
 {
     off_t         offset;
@@ -310,7 +347,7 @@ ngx_http_prefix_aware_body(ngx_http_request_t *r,
         if (buf == NULL) {
             chunk = (size_t) ngx_min((off_t) chunk, b->file_last - b->file_pos);
 
-            buf = ngx_palloc(r->pool, chunk);
+            buf = ngx_palloc(pool, chunk);
             if (buf == NULL) {
                 return NGX_ERROR;
             }
