@@ -375,11 +375,11 @@ ngx_http_prefix_aware_prometheus(ngx_http_prefix_aware_main_conf_t *pamcf,
 {
     ngx_str_t                             *up, *srv, **label;
     ngx_uint_t                             i, j, k, nup;
-    ngx_atomic_uint_t                      cum;
     const char                            *state;
-    ngx_http_prefix_aware_shm_server_t    *s;
-    ngx_http_prefix_aware_srv_conf_t     **pacf, *c;
+    ngx_atomic_uint_t                      cum;
     ngx_http_prefix_aware_metric_t        *m;
+    ngx_http_prefix_aware_srv_conf_t     **pacf, *c;
+    ngx_http_prefix_aware_shm_server_t    *s;
     ngx_http_prefix_aware_shm_upstream_t  *sup;
 
     static const char  *states[] = { "up", "down", "failed" };
