@@ -311,7 +311,6 @@ ngx_http_prefix_aware_escape(ngx_http_prefix_aware_writer_t *w,
     for (s = src->data; s < end; s++) {
 
         switch (*s) {
-
         case '\\':
         case '"':
             *p++ = '\\';
