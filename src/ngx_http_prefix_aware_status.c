@@ -2,27 +2,54 @@
 /*
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
- * The status page: JSON, or Prometheus text for a scrape.
+ * The status page: JSON, or Prometheus text for a scrape.  Both are
+ * written into a chain of buffers from the request's pool that grows as
+ * lines are added, so no size is estimated in advance: every write is
+ * bounded by its buffer's end.  Names from the configuration (upstream
+ * and server names, addresses) may hold any byte a quoted nginx.conf
+ * string can: they are escaped for the format they go into.
  */
 
 
 #include "ngx_http_prefix_aware.h"
 
-#include "pa_yajl.h"
 
-#include <yajl/yajl_gen.h>
+/* the first buffer; each later one is as large as the page before it */
+#define NGX_HTTP_PREFIX_AWARE_STATUS_BUF  4096
 
 
+/*
+ * like njs's chain buffer (njs_chb_t): a failed allocation is remembered
+ * and later writes do nothing, so the page is checked once, at its end
+ */
+
+typedef struct {
+    size_t                                 size;
+    ngx_pool_t                            *pool;
+    ngx_chain_t                           *out;
+    ngx_chain_t                           *last;
+    ngx_uint_t                             error;
+} ngx_http_prefix_aware_writer_t;
+
+
+static ngx_int_t ngx_http_prefix_aware_buf(ngx_http_prefix_aware_writer_t *w,
+    size_t size);
+static void ngx_http_prefix_aware_printf(ngx_http_prefix_aware_writer_t *w,
+    const char *fmt, ...);
+static void ngx_http_prefix_aware_escape(ngx_http_prefix_aware_writer_t *w,
+    ngx_str_t *dst, ngx_str_t *src, ngx_uint_t json);
 static const char *ngx_http_prefix_aware_state(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t i);
-static ngx_int_t ngx_http_prefix_aware_prometheus(ngx_http_request_t *r,
-    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_chain_t *out);
-static ngx_int_t ngx_http_prefix_aware_json(ngx_http_request_t *r,
-    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_chain_t *out);
-static yajl_gen ngx_http_prefix_aware_json_gen(
-    ngx_http_prefix_aware_main_conf_t *pamcf, pa_yajl_mem_t *mem);
-static void ngx_http_prefix_aware_gen_uint(yajl_gen g, ngx_atomic_uint_t v);
-static void *ngx_http_prefix_aware_json_alloc(void *ctx, size_t size);
+static void ngx_http_prefix_aware_family(ngx_http_prefix_aware_writer_t *w,
+    const char *name, const char *type, const char *help);
+static void ngx_http_prefix_aware_prometheus(
+    ngx_http_prefix_aware_main_conf_t *pamcf,
+    ngx_http_prefix_aware_writer_t *w);
+static void ngx_http_prefix_aware_json(
+    ngx_http_prefix_aware_main_conf_t *pamcf,
+    ngx_http_prefix_aware_writer_t *w);
+static void ngx_http_prefix_aware_json_servers(
+    ngx_http_prefix_aware_srv_conf_t *c, ngx_http_prefix_aware_writer_t *w);
 
 
 static ngx_http_prefix_aware_metric_t  ngx_http_prefix_aware_up_metrics[] = {
@@ -53,9 +80,10 @@ ngx_http_prefix_aware_status_handler(ngx_http_request_t *r)
 {
     ngx_int_t                           rc;
     ngx_str_t                           value;
+    ngx_buf_t                          *b;
     ngx_uint_t                          prom;
-    ngx_chain_t                         out;
     ngx_table_elt_t                    *accept;
+    ngx_http_prefix_aware_writer_t      w;
     ngx_http_prefix_aware_main_conf_t  *pamcf;
 
     if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
@@ -99,23 +127,43 @@ ngx_http_prefix_aware_status_handler(ngx_http_request_t *r)
         }
     }
 
+    w.size = 0;
+    w.pool = r->pool;
+    w.out = NULL;
+    w.last = NULL;
+    w.error = 0;
+
+    if (ngx_http_prefix_aware_buf(&w, NGX_HTTP_PREFIX_AWARE_STATUS_BUF)
+        != NGX_OK)
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
     if (prom) {
-        rc = ngx_http_prefix_aware_prometheus(r, pamcf, &out);
+        ngx_http_prefix_aware_prometheus(pamcf, &w);
         ngx_str_set(&r->headers_out.content_type,
                     "text/plain; version=0.0.4; charset=utf-8");
 
     } else {
-        rc = ngx_http_prefix_aware_json(r, pamcf, &out);
+        ngx_http_prefix_aware_json(pamcf, &w);
         ngx_str_set(&r->headers_out.content_type, "application/json");
     }
 
-    if (rc != NGX_OK) {
+    if (w.error) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "prefix_aware status: %uz bytes, %s", w.size,
+                   prom ? "prometheus" : "json");
+
+    b = w.last->buf;
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
     r->headers_out.content_type_len = r->headers_out.content_type.len;
     r->headers_out.status = NGX_HTTP_OK;
-    r->headers_out.content_length_n = out.buf->last - out.buf->pos;
+    r->headers_out.content_length_n = w.size;
 
     rc = ngx_http_send_header(r);
 
@@ -123,7 +171,161 @@ ngx_http_prefix_aware_status_handler(ngx_http_request_t *r)
         return rc;
     }
 
-    return ngx_http_output_filter(r, &out);
+    return ngx_http_output_filter(r, w.out);
+}
+
+
+/* a new buffer at the end of the chain, or in place of an empty last one */
+
+static ngx_int_t
+ngx_http_prefix_aware_buf(ngx_http_prefix_aware_writer_t *w, size_t size)
+{
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+
+    b = ngx_create_temp_buf(w->pool, size);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    /* an empty buffer in the chain would be a "zero size buf" to nginx */
+
+    if (w->last && w->last->buf->last == w->last->buf->pos) {
+        ngx_pfree(w->pool, w->last->buf->start);
+        w->last->buf = b;
+        return NGX_OK;
+    }
+
+    cl = ngx_alloc_chain_link(w->pool);
+    if (cl == NULL) {
+        return NGX_ERROR;
+    }
+
+    cl->buf = b;
+    cl->next = NULL;
+
+    if (w->last) {
+        w->last->next = cl;
+
+    } else {
+        w->out = cl;
+    }
+
+    w->last = cl;
+
+    return NGX_OK;
+}
+
+
+/*
+ * ngx_vslprintf() stops at the buffer's end; output that reaches it may
+ * have been cut, so it is written again in a new buffer, twice as large
+ * each time until it fits: a line of any length, never past an end
+ */
+
+static void
+ngx_http_prefix_aware_printf(ngx_http_prefix_aware_writer_t *w,
+    const char *fmt, ...)
+{
+    size_t      size;
+    u_char     *p;
+    va_list     args;
+    ngx_buf_t  *b;
+
+    if (w->error) {
+        return;
+    }
+
+    size = ngx_max(w->size, NGX_HTTP_PREFIX_AWARE_STATUS_BUF);
+
+    for ( ;; ) {
+        b = w->last->buf;
+
+        va_start(args, fmt);
+        p = ngx_vslprintf(b->last, b->end, fmt, args);
+        va_end(args);
+
+        if (p < b->end) {
+            w->size += p - b->last;
+            b->last = p;
+            return;
+        }
+
+        if (ngx_http_prefix_aware_buf(w, size) != NGX_OK) {
+            w->error = 1;
+            return;
+        }
+
+        size *= 2;
+    }
+}
+
+
+/*
+ * a name as the inside of a JSON string (ngx_escape_json), or of a
+ * Prometheus label value, where the text format escapes backslash,
+ * double quote and line feed; copied only if it needs escaping
+ */
+
+static void
+ngx_http_prefix_aware_escape(ngx_http_prefix_aware_writer_t *w,
+    ngx_str_t *dst, ngx_str_t *src, ngx_uint_t json)
+{
+    size_t   n;
+    u_char  *p, *s, *end;
+
+    *dst = *src;
+    end = src->data + src->len;
+
+    if (json) {
+        n = ngx_escape_json(NULL, src->data, src->len);
+
+    } else {
+        n = 0;
+
+        for (s = src->data; s < end; s++) {
+            if (*s == '\\' || *s == '"' || *s == '\n') {
+                n++;
+            }
+        }
+    }
+
+    if (n == 0) {
+        return;
+    }
+
+    p = ngx_pnalloc(w->pool, src->len + n);
+    if (p == NULL) {
+        w->error = 1;
+        return;
+    }
+
+    dst->data = p;
+    dst->len = src->len + n;
+
+    if (json) {
+        (void) ngx_escape_json(p, src->data, src->len);
+        return;
+    }
+
+    for (s = src->data; s < end; s++) {
+
+        switch (*s) {
+        case '\\':
+        case '"':
+            *p++ = '\\';
+            *p++ = *s;
+            break;
+
+        case '\n':
+            *p++ = '\\';
+            *p++ = 'n';
+            break;
+
+        default:
+            *p++ = *s;
+        }
+    }
 }
 
 
@@ -156,20 +358,27 @@ ngx_http_prefix_aware_state(ngx_http_prefix_aware_srv_conf_t *pacf,
 }
 
 
-static ngx_int_t
-ngx_http_prefix_aware_prometheus(ngx_http_request_t *r,
-    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_chain_t *out)
+static void
+ngx_http_prefix_aware_family(ngx_http_prefix_aware_writer_t *w,
+    const char *name, const char *type, const char *help)
 {
-    size_t                                 size, names;
-    u_char                                *p;
-    ngx_buf_t                             *b;
-    ngx_str_t                             *up, *srv;
-    ngx_uint_t                             i, j, k, nup, nsrv;
-    ngx_atomic_uint_t                      cum;
+    ngx_http_prefix_aware_printf(w, "# HELP nginx_prefix_aware_%s %s\n"
+                                    "# TYPE nginx_prefix_aware_%s %s\n",
+                                 name, help, name, type);
+}
+
+
+static void
+ngx_http_prefix_aware_prometheus(ngx_http_prefix_aware_main_conf_t *pamcf,
+    ngx_http_prefix_aware_writer_t *w)
+{
+    ngx_str_t                             *up, *srv, **label;
+    ngx_uint_t                             i, j, k, nup;
     const char                            *state;
-    ngx_http_prefix_aware_shm_server_t    *s;
-    ngx_http_prefix_aware_srv_conf_t     **pacf;
+    ngx_atomic_uint_t                      cum;
     ngx_http_prefix_aware_metric_t        *m;
+    ngx_http_prefix_aware_srv_conf_t     **pacf, *c;
+    ngx_http_prefix_aware_shm_server_t    *s;
     ngx_http_prefix_aware_shm_upstream_t  *sup;
 
     static const char  *states[] = { "up", "down", "failed" };
@@ -177,368 +386,284 @@ ngx_http_prefix_aware_prometheus(ngx_http_request_t *r,
     pacf = pamcf->upstreams.elts;
     nup = pamcf->upstreams.nelts;
 
-    nsrv = 0;
-    names = 0;
+    /* label values escaped once: label[i][0] upstream, [1 + j] server */
+
+    label = ngx_palloc(w->pool, nup * sizeof(ngx_str_t *));
+    if (label == NULL) {
+        w->error = 1;
+        return;
+    }
 
     for (i = 0; i < nup; i++) {
-        for (j = 0; j < pacf[i]->nservers; j++) {
-            nsrv++;
-            names += pacf[i]->upstream->host.len + pacf[i]->names[j].len;
+        c = pacf[i];
+
+        label[i] = ngx_palloc(w->pool, (1 + c->nservers) * sizeof(ngx_str_t));
+        if (label[i] == NULL) {
+            w->error = 1;
+            return;
         }
 
-        names += pacf[i]->upstream->host.len;
+        ngx_http_prefix_aware_escape(w, &label[i][0], &c->upstream->host, 0);
+
+        for (j = 0; j < c->nservers; j++) {
+            ngx_http_prefix_aware_escape(w, &label[i][1 + j], &c->names[j], 0);
+        }
     }
 
-    /* lines of at most 128 bytes besides the names they carry */
+    ngx_http_prefix_aware_family(w, "length", "gauge",
+        "Prefix length: body bytes, or characters for OpenAI bodies.");
 
-    size = 64 * 256 + nup * 32 * 128 + nsrv * 12 * 128 + 32 * names;
-
-    b = ngx_create_temp_buf(r->pool, size);
-    if (b == NULL) {
-        return NGX_ERROR;
-    }
-
-    p = b->last;
-
-#define PA_FAMILY(name, type, help)                                           \
-    p = ngx_sprintf(p, "# HELP nginx_prefix_aware_" name " " help "\n"       \
-                       "# TYPE nginx_prefix_aware_" name " " type "\n")
-
-#define PA_UP_LABELS  "{upstream=\"%V\""
-
-#define PA_SRV_LABELS "{upstream=\"%V\",server=\"%V\""
-
-    PA_FAMILY("length", "gauge",
-              "Prefix length: body bytes, or characters for OpenAI bodies.");
     for (i = 0; i < nup; i++) {
-        p = ngx_sprintf(p, "nginx_prefix_aware_length" PA_UP_LABELS "} %ui\n",
-                        &pacf[i]->upstream->host, pacf[i]->length);
+        ngx_http_prefix_aware_printf(w,
+            "nginx_prefix_aware_length{upstream=\"%V\"} %ui\n",
+            &label[i][0], pacf[i]->length);
     }
 
-    PA_FAMILY("threshold", "gauge",
-              "Requests in flight on a server before requests spill.");
+    ngx_http_prefix_aware_family(w, "threshold", "gauge",
+        "Requests in flight on a server before requests spill.");
+
     for (i = 0; i < nup; i++) {
-        p = ngx_sprintf(p, "nginx_prefix_aware_threshold" PA_UP_LABELS
-                        "} %ui\n",
-                        &pacf[i]->upstream->host, pacf[i]->threshold);
+        ngx_http_prefix_aware_printf(w,
+            "nginx_prefix_aware_threshold{upstream=\"%V\"} %ui\n",
+            &label[i][0], pacf[i]->threshold);
     }
 
-    PA_FAMILY("keys_total", "counter",
-              "Requests by the source of their routing key.");
+    ngx_http_prefix_aware_family(w, "keys_total", "counter",
+        "Requests by the source of their routing key.");
+
     for (i = 0; i < nup; i++) {
         for (k = 0; k < 3; k++) {
-            p = ngx_sprintf(p, "nginx_prefix_aware_keys_total" PA_UP_LABELS
-                            ",source=\"%V\"} %uA\n",
-                            &pacf[i]->upstream->host,
-                            &ngx_http_prefix_aware_sources[k],
-                            pacf[i]->shm->counter[k]);
+            ngx_http_prefix_aware_printf(w,
+                "nginx_prefix_aware_keys_total"
+                "{upstream=\"%V\",source=\"%V\"} %uA\n",
+                &label[i][0], &ngx_http_prefix_aware_sources[k],
+                pacf[i]->shm->counter[k]);
         }
     }
 
     for (m = ngx_http_prefix_aware_up_metrics; m->name; m++) {
-        p = ngx_sprintf(p, "# HELP nginx_prefix_aware_%s %s\n"
-                           "# TYPE nginx_prefix_aware_%s counter\n",
-                        m->name, m->help, m->name);
+        ngx_http_prefix_aware_family(w, m->name, "counter", m->help);
 
         for (i = 0; i < nup; i++) {
-            p = ngx_sprintf(p, "nginx_prefix_aware_%s" PA_UP_LABELS
-                            "} %uA\n", m->name, &pacf[i]->upstream->host,
-                            pacf[i]->shm->counter[m->counter]);
+            ngx_http_prefix_aware_printf(w,
+                "nginx_prefix_aware_%s{upstream=\"%V\"} %uA\n",
+                m->name, &label[i][0], pacf[i]->shm->counter[m->counter]);
         }
     }
 
-    PA_FAMILY("first_choice_inflight", "histogram",
-              "Requests in flight on the first choice when a keyed request "
-              "was routed.");
+    ngx_http_prefix_aware_family(w, "first_choice_inflight", "histogram",
+        "Requests in flight on the first choice when a keyed request "
+        "was routed.");
+
     for (i = 0; i < nup; i++) {
         sup = pacf[i]->shm;
-        up = &pacf[i]->upstream->host;
+        up = &label[i][0];
         cum = 0;
 
         for (k = 0; k < NGX_HTTP_PREFIX_AWARE_HIST; k++) {
             cum += sup->hist[k];
 
             if (k == NGX_HTTP_PREFIX_AWARE_HIST - 1) {
-                p = ngx_sprintf(p, "nginx_prefix_aware_first_choice_inflight"
-                                "_bucket" PA_UP_LABELS ",le=\"+Inf\"} %uA\n",
-                                up, cum);
+                ngx_http_prefix_aware_printf(w,
+                    "nginx_prefix_aware_first_choice_inflight_bucket"
+                    "{upstream=\"%V\",le=\"+Inf\"} %uA\n", up, cum);
 
             } else {
-                p = ngx_sprintf(p, "nginx_prefix_aware_first_choice_inflight"
-                                "_bucket" PA_UP_LABELS ",le=\"%ui\"} %uA\n",
-                                up, k ? (ngx_uint_t) 1 << (k - 1) : 0, cum);
+                ngx_http_prefix_aware_printf(w,
+                    "nginx_prefix_aware_first_choice_inflight_bucket"
+                    "{upstream=\"%V\",le=\"%ui\"} %uA\n",
+                    up, k ? (ngx_uint_t) 1 << (k - 1) : 0, cum);
             }
         }
 
-        p = ngx_sprintf(p, "nginx_prefix_aware_first_choice_inflight_sum"
-                        PA_UP_LABELS "} %uA\n"
-                        "nginx_prefix_aware_first_choice_inflight_count"
-                        PA_UP_LABELS "} %uA\n",
-                        up, sup->counter[NGX_HTTP_PA_UP_HIST_SUM], up, cum);
+        ngx_http_prefix_aware_printf(w,
+            "nginx_prefix_aware_first_choice_inflight_sum"
+            "{upstream=\"%V\"} %uA\n"
+            "nginx_prefix_aware_first_choice_inflight_count"
+            "{upstream=\"%V\"} %uA\n",
+            up, sup->counter[NGX_HTTP_PA_UP_HIST_SUM], up, cum);
     }
 
-    PA_FAMILY("server_weight", "gauge", "Configured weight of a server.");
+    ngx_http_prefix_aware_family(w, "server_weight", "gauge",
+        "Configured weight of a server.");
+
     for (i = 0; i < nup; i++) {
         for (j = 0; j < pacf[i]->nservers; j++) {
-            p = ngx_sprintf(p, "nginx_prefix_aware_server_weight"
-                            PA_SRV_LABELS "} %uD\n",
-                            &pacf[i]->upstream->host, &pacf[i]->names[j],
-                            pacf[i]->weights[j]);
+            ngx_http_prefix_aware_printf(w,
+                "nginx_prefix_aware_server_weight"
+                "{upstream=\"%V\",server=\"%V\"} %uD\n",
+                &label[i][0], &label[i][1 + j], pacf[i]->weights[j]);
         }
     }
 
-    PA_FAMILY("server_state", "gauge",
-              "1 for the state a server is in: up, down or failed.");
+    ngx_http_prefix_aware_family(w, "server_state", "gauge",
+        "1 for the state a server is in: up, down or failed.");
+
     for (i = 0; i < nup; i++) {
         for (j = 0; j < pacf[i]->nservers; j++) {
             state = ngx_http_prefix_aware_state(pacf[i], j);
 
             for (k = 0; k < 3; k++) {
-                p = ngx_sprintf(p, "nginx_prefix_aware_server_state"
-                                PA_SRV_LABELS ",state=\"%s\"} %d\n",
-                                &pacf[i]->upstream->host, &pacf[i]->names[j],
-                                states[k], states[k] == state ? 1 : 0);
+                ngx_http_prefix_aware_printf(w,
+                    "nginx_prefix_aware_server_state"
+                    "{upstream=\"%V\",server=\"%V\",state=\"%s\"} %d\n",
+                    &label[i][0], &label[i][1 + j], states[k],
+                    states[k] == state ? 1 : 0);
             }
         }
     }
 
-    PA_FAMILY("server_inflight", "gauge",
-              "Requests in flight on a server, over all workers.");
+    ngx_http_prefix_aware_family(w, "server_inflight", "gauge",
+        "Requests in flight on a server, over all workers.");
+
     for (i = 0; i < nup; i++) {
         for (j = 0; j < pacf[i]->nservers; j++) {
-            p = ngx_sprintf(p, "nginx_prefix_aware_server_inflight"
-                            PA_SRV_LABELS "} %uA\n",
-                            &pacf[i]->upstream->host, &pacf[i]->names[j],
-                            pacf[i]->shm_server[j]->inflight);
+            ngx_http_prefix_aware_printf(w,
+                "nginx_prefix_aware_server_inflight"
+                "{upstream=\"%V\",server=\"%V\"} %uA\n",
+                &label[i][0], &label[i][1 + j],
+                pacf[i]->shm_server[j]->inflight);
         }
     }
 
-    PA_FAMILY("server_requests_total", "counter",
-              "Requests sent to a server, retries included.");
+    ngx_http_prefix_aware_family(w, "server_requests_total", "counter",
+        "Requests sent to a server, retries included.");
+
     for (i = 0; i < nup; i++) {
         for (j = 0; j < pacf[i]->nservers; j++) {
-            p = ngx_sprintf(p, "nginx_prefix_aware_server_requests_total"
-                            PA_SRV_LABELS "} %uA\n",
-                            &pacf[i]->upstream->host, &pacf[i]->names[j],
-                            pacf[i]->shm_server[j]->requests);
+            ngx_http_prefix_aware_printf(w,
+                "nginx_prefix_aware_server_requests_total"
+                "{upstream=\"%V\",server=\"%V\"} %uA\n",
+                &label[i][0], &label[i][1 + j],
+                pacf[i]->shm_server[j]->requests);
         }
     }
 
-    PA_FAMILY("server_routed_total", "counter",
-              "Requests sent to a server by why it was chosen.");
+    ngx_http_prefix_aware_family(w, "server_routed_total", "counter",
+        "Requests sent to a server by why it was chosen.");
+
     for (i = 0; i < nup; i++) {
         for (j = 0; j < pacf[i]->nservers; j++) {
             s = pacf[i]->shm_server[j];
-            srv = &pacf[i]->names[j];
+            srv = &label[i][1 + j];
 
             for (k = PA_ROUTE_AFFINITY; k <= PA_ROUTE_NO_KEY; k++) {
-                p = ngx_sprintf(p, "nginx_prefix_aware_server_routed_total"
-                                PA_SRV_LABELS ",route=\"%s\"} %uA\n",
-                                &pacf[i]->upstream->host, srv,
-                                pa_route_name(k), s->route[k]);
+                ngx_http_prefix_aware_printf(w,
+                    "nginx_prefix_aware_server_routed_total"
+                    "{upstream=\"%V\",server=\"%V\",route=\"%s\"} %uA\n",
+                    &label[i][0], srv, pa_route_name(k), s->route[k]);
             }
         }
     }
-
-#undef PA_FAMILY
-#undef PA_UP_LABELS
-#undef PA_SRV_LABELS
-
-    b->last = p;
-    b->last_buf = (r == r->main) ? 1 : 0;
-    b->last_in_chain = 1;
-
-    out->buf = b;
-    out->next = NULL;
-
-    return NGX_OK;
 }
 
 
-static ngx_int_t
-ngx_http_prefix_aware_json(ngx_http_request_t *r,
-    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_chain_t *out)
+/* laid out as in docs/directives.md: an upstream's figures a few a line */
+
+static void
+ngx_http_prefix_aware_json(ngx_http_prefix_aware_main_conf_t *pamcf,
+    ngx_http_prefix_aware_writer_t *w)
 {
-    size_t          len;
-    ngx_buf_t      *b;
-    yajl_gen        g;
-    jmp_buf         jmp;
-    pa_yajl_mem_t   mem;
-    const u_char   *json;
-
-    mem.alloc.alloc = ngx_http_prefix_aware_json_alloc;
-    mem.alloc.ctx = r->pool;
-    mem.jmp = &jmp;
-
-    if (setjmp(jmp)) {
-        /* the pool is out of memory */
-        return NGX_ERROR;
-    }
-
-    g = ngx_http_prefix_aware_json_gen(pamcf, &mem);
-
-    if (yajl_gen_get_buf(g, &json, &len) != yajl_gen_status_ok) {
-        return NGX_ERROR;
-    }
-
-    b = ngx_calloc_buf(r->pool);
-    if (b == NULL) {
-        return NGX_ERROR;
-    }
-
-    /* the buffer is in the pool and lives as long as the request */
-
-    b->pos = (u_char *) json;
-    b->last = (u_char *) json + len;
-    b->memory = 1;
-    b->last_buf = (r == r->main) ? 1 : 0;
-    b->last_in_chain = 1;
-
-    out->buf = b;
-    out->next = NULL;
-
-    return NGX_OK;
-}
-
-
-#define pa_gen_str(g, s)                                                      \
-    yajl_gen_string(g, (const unsigned char *) s, sizeof(s) - 1)
-
-#define pa_gen_ngx_str(g, s)                                                  \
-    yajl_gen_string(g, (const unsigned char *) (s)->data, (s)->len)
-
-#define pa_gen_uint(g, key, v)                                                \
-    pa_gen_str(g, key);                                                       \
-    ngx_http_prefix_aware_gen_uint(g, v)
-
-
-static yajl_gen
-ngx_http_prefix_aware_json_gen(ngx_http_prefix_aware_main_conf_t *pamcf,
-    pa_yajl_mem_t *mem)
-{
-    ngx_uint_t                             i, j, k;
-    const char                            *s;
-    yajl_gen                               g;
-    yajl_alloc_funcs                       funcs;
+    ngx_str_t                              name, *src;
+    ngx_uint_t                             i, k;
     ngx_http_prefix_aware_metric_t        *m;
     ngx_http_prefix_aware_srv_conf_t     **pacf, *c;
-    ngx_http_prefix_aware_shm_server_t    *srv;
     ngx_http_prefix_aware_shm_upstream_t  *up;
 
     static const char  *formats[] = { "auto", "body", "openai" };
 
-    pa_yajl_funcs(&funcs, mem);
-
-    g = yajl_gen_alloc(&funcs);
-    yajl_gen_config(g, yajl_gen_beautify, 1);
-
     pacf = pamcf->upstreams.elts;
+    src = ngx_http_prefix_aware_sources;
 
-    yajl_gen_map_open(g);
-    pa_gen_uint(g, "version", 1);
-    pa_gen_str(g, "upstreams");
-    yajl_gen_map_open(g);
+    ngx_http_prefix_aware_printf(w, "{\n  \"version\": 1,\n"
+                                    "  \"upstreams\": {");
 
     for (i = 0; i < pamcf->upstreams.nelts; i++) {
         c = pacf[i];
         up = c->shm;
 
-        pa_gen_ngx_str(g, &c->upstream->host);
-        yajl_gen_map_open(g);
+        ngx_http_prefix_aware_escape(w, &name, &c->upstream->host, 1);
 
-        pa_gen_uint(g, "length", c->length);
-        pa_gen_uint(g, "threshold", c->threshold);
-        pa_gen_str(g, "format");
-        yajl_gen_string(g, (const unsigned char *) formats[c->format],
-                        ngx_strlen(formats[c->format]));
+        ngx_http_prefix_aware_printf(w,
+            "%s\n    \"%V\": {\n"
+            "      \"length\": %ui, \"threshold\": %ui, \"format\": \"%s\",\n"
+            "      \"keys\": { \"%V\": %uA, \"%V\": %uA, \"%V\": %uA },\n",
+            i ? "," : "", &name, c->length, c->threshold, formats[c->format],
+            &src[0], up->counter[0], &src[1], up->counter[1],
+            &src[2], up->counter[2]);
 
-        pa_gen_str(g, "keys");
-        yajl_gen_map_open(g);
-        for (k = 0; k < 3; k++) {
-            pa_gen_ngx_str(g, &ngx_http_prefix_aware_sources[k]);
-            ngx_http_prefix_aware_gen_uint(g, up->counter[k]);
-        }
-        yajl_gen_map_close(g);
+        /* the Prometheus names without "_total" */
 
         for (m = ngx_http_prefix_aware_up_metrics; m->name; m++) {
-            yajl_gen_string(g, (const unsigned char *) m->name,
-                            ngx_strlen(m->name) - 6);     /* "_total" */
-            ngx_http_prefix_aware_gen_uint(g, up->counter[m->counter]);
+            ngx_http_prefix_aware_printf(w, "      \"%*s\": %uA,\n",
+                                         ngx_strlen(m->name) - 6, m->name,
+                                         up->counter[m->counter]);
         }
 
-        pa_gen_str(g, "first_choice_inflight");
-        yajl_gen_map_open(g);
-        pa_gen_str(g, "buckets");
-        yajl_gen_array_open(g);
+        ngx_http_prefix_aware_printf(w, "      \"first_choice_inflight\": {\n"
+                                        "        \"buckets\": [");
+
         for (k = 0; k < NGX_HTTP_PREFIX_AWARE_HIST; k++) {
-            ngx_http_prefix_aware_gen_uint(g, up->hist[k]);
+            ngx_http_prefix_aware_printf(w, "%s%uA", k ? ", " : " ",
+                                         up->hist[k]);
         }
-        yajl_gen_array_close(g);
-        pa_gen_str(g, "le");
-        yajl_gen_array_open(g);
+
+        ngx_http_prefix_aware_printf(w, " ],\n        \"le\": [");
+
         for (k = 0; k < NGX_HTTP_PREFIX_AWARE_HIST - 1; k++) {
-            ngx_http_prefix_aware_gen_uint(g, k ? 1 << (k - 1) : 0);
-        }
-        pa_gen_str(g, "+Inf");
-        yajl_gen_array_close(g);
-        pa_gen_uint(g, "sum", up->counter[NGX_HTTP_PA_UP_HIST_SUM]);
-        yajl_gen_map_close(g);
-
-        pa_gen_str(g, "servers");
-        yajl_gen_array_open(g);
-
-        for (j = 0; j < c->nservers; j++) {
-            srv = c->shm_server[j];
-
-            yajl_gen_map_open(g);
-            pa_gen_str(g, "server");
-            pa_gen_ngx_str(g, &c->names[j]);
-
-            if (c->peer[j]) {
-                pa_gen_str(g, "address");
-                pa_gen_ngx_str(g, &c->peer[j]->name);
-            }
-
-            pa_gen_uint(g, "weight", c->weights[j]);
-
-            s = ngx_http_prefix_aware_state(c, j);
-            pa_gen_str(g, "state");
-            yajl_gen_string(g, (const unsigned char *) s, ngx_strlen(s));
-
-            pa_gen_uint(g, "inflight", srv->inflight);
-            pa_gen_uint(g, "requests", srv->requests);
-
-            for (k = PA_ROUTE_AFFINITY; k <= PA_ROUTE_NO_KEY; k++) {
-                s = pa_route_name(k);
-                yajl_gen_string(g, (const unsigned char *) s, ngx_strlen(s));
-                ngx_http_prefix_aware_gen_uint(g, srv->route[k]);
-            }
-
-            yajl_gen_map_close(g);
+            ngx_http_prefix_aware_printf(w, "%s%ui", k ? ", " : " ",
+                                         k ? (ngx_uint_t) 1 << (k - 1) : 0);
         }
 
-        yajl_gen_array_close(g);
-        yajl_gen_map_close(g);
+        ngx_http_prefix_aware_printf(w, ", \"+Inf\" ],\n"
+                                        "        \"sum\": %uA\n      },\n"
+                                        "      \"servers\": [",
+                                     up->counter[NGX_HTTP_PA_UP_HIST_SUM]);
+
+        ngx_http_prefix_aware_json_servers(c, w);
+
+        ngx_http_prefix_aware_printf(w, "\n      ]\n    }");
     }
 
-    yajl_gen_map_close(g);
-    yajl_gen_map_close(g);
-
-    return g;
+    ngx_http_prefix_aware_printf(w, "\n  }\n}\n");
 }
 
 
 static void
-ngx_http_prefix_aware_gen_uint(yajl_gen g, ngx_atomic_uint_t v)
+ngx_http_prefix_aware_json_servers(ngx_http_prefix_aware_srv_conf_t *c,
+    ngx_http_prefix_aware_writer_t *w)
 {
-    u_char  buf[NGX_ATOMIC_T_LEN];
+    ngx_str_t                            name, addr;
+    ngx_uint_t                           j, k;
+    ngx_http_prefix_aware_shm_server_t  *s;
 
-    yajl_gen_number(g, (const char *) buf, ngx_sprintf(buf, "%uA", v) - buf);
-}
+    for (j = 0; j < c->nservers; j++) {
+        s = c->shm_server[j];
 
+        ngx_http_prefix_aware_escape(w, &name, &c->names[j], 1);
 
-static void *
-ngx_http_prefix_aware_json_alloc(void *ctx, size_t size)
-{
-    return ngx_palloc(ctx, size);
+        ngx_http_prefix_aware_printf(w, "%s\n        { \"server\": \"%V\",",
+                                     j ? "," : "", &name);
+
+        /* the address connected to, once this process has the peers */
+
+        if (c->peer[j]) {
+            ngx_http_prefix_aware_escape(w, &addr, &c->peer[j]->name, 1);
+            ngx_http_prefix_aware_printf(w, " \"address\": \"%V\",", &addr);
+        }
+
+        ngx_http_prefix_aware_printf(w,
+            "\n          \"weight\": %uD, \"state\": \"%s\","
+            " \"inflight\": %uA, \"requests\": %uA,\n          ",
+            c->weights[j], ngx_http_prefix_aware_state(c, j),
+            s->inflight, s->requests);
+
+        for (k = PA_ROUTE_AFFINITY; k <= PA_ROUTE_NO_KEY; k++) {
+            ngx_http_prefix_aware_printf(w, "%s\"%s\": %uA",
+                                         k == PA_ROUTE_AFFINITY ? "" : ", ",
+                                         pa_route_name(k), s->route[k]);
+        }
+
+        ngx_http_prefix_aware_printf(w, " }");
+    }
 }

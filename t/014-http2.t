@@ -11,8 +11,14 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 use PrefixAware::Scenario qw(free_port ID_HEADER);
 
+# without curl the suite fails: `make deps-test` installs it
 my $curl_v = `curl -V 2>/dev/null`;
-plan skip_all => 'needs curl with HTTP/2' unless $curl_v =~ /\bHTTP2\b/;
+if (!ok $curl_v =~ /\bHTTP2\b/,
+        'curl with HTTP/2 is installed (Debian package curl: make deps-test)')
+{
+    done_testing();
+    exit;
+}
 
 my %port = map { $_ => free_port() } qw(b1 b2 b3);
 

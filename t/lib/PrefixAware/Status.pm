@@ -240,18 +240,90 @@ sub status_prometheus {
     return $res->{body};
 }
 
-# Prometheus text -> { "name{labels}" => value }, and the families' types
+# Prometheus text -> { "name{labels}" => value }, and the families' types;
+# the labels as written (escaped), a quoted value may hold "}" and "\""
 sub parse_prometheus {
     my $text = shift;
     my (%v, %type);
     for (split /\n/, $text) {
         if (/^# TYPE (\S+) (\S+)$/) {
             $type{$1} = $2;
-        } elsif (/^(\w+(?:\{[^}]*\})?) (\S+)$/) {
+        } elsif (/^(\w+(?:\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\})?) (\S+)$/) {
             $v{$1} = $2;
         }
     }
     return (\%v, \%type);
+}
+
+# a label value as the text format writes it: \\, \" and \n
+sub prom_escape {
+    my $v = shift;
+    $v =~ s/([\\"])/\\$1/g;
+    $v =~ s/\n/\\n/g;
+    return $v;
+}
+
+# the samples a status JSON document (decoded) says the text must have:
+# { "name{labels}" => value }, as parse_prometheus() gives them
+sub prometheus_from_json {
+    my $json = shift;
+    my %v;
+    my $p = 'nginx_prefix_aware_';
+    for my $name (sort keys %{ $json->{upstreams} }) {
+        my $u = $json->{upstreams}{$name};
+        my $ul = 'upstream="' . prom_escape($name) . '"';
+        $v{"${p}length{$ul}"} = $u->{length};
+        $v{"${p}threshold{$ul}"} = $u->{threshold};
+        $v{qq(${p}keys_total{$ul,source="$_"})} = $u->{keys}{$_}
+            for qw(none body openai);
+        $v{"${p}${_}_total{$ul}"} = $u->{$_}
+            for qw(id openai_fallbacks unbuffered rejected keyed first_choice_usable);
+        my $h = $u->{first_choice_inflight};
+        my $cum = 0;
+        for my $i (0 .. $#{ $h->{le} }) {
+            $cum += $h->{buckets}[$i];
+            $v{qq(${p}first_choice_inflight_bucket{$ul,le="$h->{le}[$i]"})} = $cum;
+        }
+        $v{"${p}first_choice_inflight_sum{$ul}"} = $h->{sum};
+        $v{"${p}first_choice_inflight_count{$ul}"} = $cum;
+        for my $s (@{ $u->{servers} }) {
+            my $sl = "$ul,server=\"" . prom_escape($s->{server}) . '"';
+            $v{"${p}server_weight{$sl}"} = $s->{weight};
+            $v{qq(${p}server_state{$sl,state="$_"})} = $_ eq $s->{state} ? 1 : 0
+                for qw(up down failed);
+            $v{"${p}server_inflight{$sl}"} = $s->{inflight};
+            $v{"${p}server_requests_total{$sl}"} = $s->{requests};
+            $v{qq(${p}server_routed_total{$sl,route="$_"})} = $s->{$_}
+                for qw(affinity spill failover no_key);
+        }
+    }
+    return \%v;
+}
+
+# what differs between parsed samples and those expected: a list of lines
+sub compare_samples {
+    my ($got, $want) = @_;
+    my @problems;
+    for my $k (sort keys %$want) {
+        my $g = $got->{$k};
+        push @problems, "$k: " . ($g // 'missing') . ", JSON $want->{$k}"
+            if !defined $g || $g ne $want->{$k};
+    }
+    push @problems, map { "$_: not in the JSON" } grep { !exists $want->{$_} } sort keys %$got;
+    return @problems;
+}
+
+# `promtool check metrics` of a text: its exit status and what it said;
+# promtool is in Debian's prometheus package (make deps-test)
+sub promtool {
+    my ($self, $text) = @_;
+    my $promtool = $ENV{PROMTOOL} || 'promtool';
+    my $file = "$self->{dir}/metrics.txt";
+    open my $out, '>', $file or die "$file: $!";
+    print $out $text;
+    close $out;
+    my $lint = `$promtool check metrics < '$file' 2>&1`;
+    return ($? >> 8, $lint);
 }
 
 sub error_log {
