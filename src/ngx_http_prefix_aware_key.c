@@ -19,7 +19,7 @@ static ngx_int_t ngx_http_prefix_aware_find_id(ngx_http_request_t *r,
     ngx_str_t *id, ngx_str_t *reason);
 static ngx_int_t ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd, ngx_pool_t *pool,
-    ngx_uint_t format, u_char *pck, size_t *pck_len, ngx_str_t *reason);
+    ngx_uint_t format, u_char *pck, size_t *pck_len);
 static ngx_int_t ngx_http_prefix_aware_body(ngx_http_request_t *r,
     ngx_pool_t *pool, ngx_http_prefix_aware_feed_pt feed, void *data,
     size_t chunk);
@@ -104,7 +104,7 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
         }
 
         rc = ngx_http_prefix_aware_key_body(r, pd, pool, format, pck,
-                                            idlen ? NULL : &idlen, reason);
+                                            idlen ? NULL : &idlen);
 
         ngx_destroy_pool(pool);
 
@@ -141,7 +141,7 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
 static ngx_int_t
 ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd, ngx_pool_t *pool,
-    ngx_uint_t format, u_char *pck, size_t *pck_len, ngx_str_t *reason)
+    ngx_uint_t format, u_char *pck, size_t *pck_len)
 {
     pa_oai_t                           *x;
     pa_alloc_t                          alloc;
@@ -174,12 +174,21 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
         if (res.status == PA_OAI_OK) {
 
             if (res.pck_invalid) {
-                ngx_str_set(reason, "prompt_cache_key must be a string of "
-                            "1 to 64 printable ASCII characters");
-                return NGX_HTTP_BAD_REQUEST;
-            }
 
-            if (pck_len && res.has_pck) {
+                /*
+                 * the inference server may well accept what this module
+                 * cannot use as a tenant id: route without it
+                 */
+
+                ngx_atomic_fetch_add(
+                         &pacf->shm->counter[NGX_HTTP_PA_UP_INVALID_PCK], 1);
+
+                ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                              "prefix_aware: prompt_cache_key is not a "
+                              "string of 1 to 64 printable ASCII "
+                              "characters, routed without it");
+
+            } else if (pck_len && res.has_pck) {
                 *pck_len = ngx_min(res.pck_len, PA_ID_MAX_LEN);
                 ngx_memcpy(pck, res.pck, *pck_len);
             }

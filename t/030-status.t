@@ -66,7 +66,7 @@ sub status_json {
         push @u, qq("$u->{name}":{"length":$u->{length},"threshold":$u->{threshold},)
             . qq("format":"$u->{format}","keys":{"none":$u->{keys}[0],"body":$u->{keys}[1],"openai":$u->{keys}[2]},)
             . qq("id":$u->{id},"openai_fallbacks":$u->{openai_fallbacks},"unbuffered":$u->{unbuffered},)
-            . qq("rejected":$u->{rejected},"keyed":$u->{keyed},"first_choice_usable":$u->{first_choice_usable},)
+            . qq("rejected":$u->{rejected},"invalid_cache_key":$u->{invalid_cache_key},"keyed":$u->{keyed},"first_choice_usable":$u->{first_choice_usable},)
             . qq("first_choice_inflight":{"buckets":[) . join(',', @{ $u->{buckets} }) . qq(],)
             . qq("le":[0,1,2,4,8,16,32,64,128,256,512,1024,"+Inf"],"sum":$u->{sum}},)
             . qq("servers":[) . join(',', @s) . ']}';
@@ -94,7 +94,7 @@ sub status_prom {
         my $i = 0;
         push @l, map { 'nginx_prefix_aware_keys_total{' . $ul->($u) . qq(,source="$_"} ) . $u->{keys}[$i++] } qw(none body openai);
     }
-    for my $m (qw(id openai_fallbacks unbuffered rejected keyed first_choice_usable)) {
+    for my $m (qw(id openai_fallbacks unbuffered rejected invalid_cache_key keyed first_choice_usable)) {
         push @l, map { "nginx_prefix_aware_${m}_total{" . $ul->($_) . "} $_->{$m}" } @ups;
     }
     for my $u (@ups) {
@@ -158,26 +158,26 @@ our @TRAFFIC = (
 our @TRAFFIC_OUT = (
     [ 200, "a2\n", 'affinity' ], [ 200, "a2\n", 'affinity' ], [ 200, "a2\n", 'affinity' ],
     [ 200, "a2\n", 'failover' ], [ 200, "a2\n", 'failover' ],
-    [ 200, "a1\n", 'no_key' ],
+    [ 200, "a2\n", 'no_key' ],
     [ 200, "a2\n", 'failover' ],
     [ 200, "a1\n", 'affinity' ],
     [ 200, "a2\n", 'affinity' ],
     [ 400, "id is empty\n", '' ],
-    [ 400, "prompt_cache_key must be a string of 1 to 64 printable ASCII characters\n", '' ],
+    [ 200, "a2\n", 'affinity' ],
     [ 200, "a1\n", 'failover' ],
 );
 our $AFTER = up('llm', {
         length => 1024, threshold => 4, format => 'auto',
-        keys => [2, 4, 4], id => 3, openai_fallbacks => 1, unbuffered => 0,
-        rejected => 2, keyed => 9, first_choice_usable => 5,
-        buckets => [9], sum => 0 },
-    [ '127.0.0.1:1994', 1, 'up',   0, 3, 1, 0, 1, 1 ],
-    [ '127.0.0.1:1995', 2, 'up',   0, 7, 4, 0, 3, 0 ],
+        keys => [2, 4, 5], id => 3, openai_fallbacks => 1, unbuffered => 0,
+        rejected => 1, invalid_cache_key => 1, keyed => 10,
+        first_choice_usable => 6, buckets => [10], sum => 0 },
+    [ '127.0.0.1:1994', 1, 'up',   0, 2, 1, 0, 1, 0 ],
+    [ '127.0.0.1:1995', 2, 'up',   0, 9, 5, 0, 3, 1 ],
     [ '127.0.0.1:1996', 1, 'down', 0, 0, 0, 0, 0, 0 ]);
 our $UNUSED = up('other', {
         length => 65536, threshold => 1, format => 'body',
         keys => [0, 0, 0], id => 0, openai_fallbacks => 0, unbuffered => 0,
-        rejected => 0, keyed => 0, first_choice_usable => 0, sum => 0 },
+        rejected => 0, invalid_cache_key => 0, keyed => 0, first_choice_usable => 0, sum => 0 },
     [ '127.0.0.1:1996', 3, 'up', 0, 0, 0, 0, 0, 0 ]);
 
 no_shuffle();
@@ -410,6 +410,7 @@ ops:{PLAIN}secret
 --- response_body eval
 my $c = { length => 1024, threshold => 1, format => 'auto', keys => [2, 0, 0],
           id => 2, openai_fallbacks => 0, unbuffered => 0, rejected => 0,
+          invalid_cache_key => 0,
           keyed => 2, first_choice_usable => 2, buckets => [1, 1], sum => 1 };
 my $during = ::json_re(::status_json(::up('two', $c,
     [ '127.0.0.1:1994', 1, 'up', 1, 1, 1, 0, 0, 0 ],

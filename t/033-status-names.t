@@ -161,7 +161,7 @@ _EOC_
        . ' bytes (the first buffer is 4096)';
 
     my $v = prometheus_ok($ngx, 'many', $json, $text);
-    is scalar(keys %$v), 50 * 26 + 50 * 40 * 10, 'many: 26 samples an upstream, 10 a server';
+    is scalar(keys %$v), 50 * 27 + 50 * 40 * 10, 'many: 27 samples an upstream, 10 a server';
     like $text, qr/\n\z/, 'many: the text ends with a whole line';
 
     $ngx->stop;

@@ -277,7 +277,7 @@ sub prometheus_from_json {
         $v{qq(${p}keys_total{$ul,source="$_"})} = $u->{keys}{$_}
             for qw(none body openai);
         $v{"${p}${_}_total{$ul}"} = $u->{$_}
-            for qw(id openai_fallbacks unbuffered rejected keyed first_choice_usable);
+            for qw(id openai_fallbacks unbuffered rejected invalid_cache_key keyed first_choice_usable);
         my $h = $u->{first_choice_inflight};
         my $cum = 0;
         for my $i (0 .. $#{ $h->{le} }) {
