@@ -103,6 +103,30 @@ class TestEngine(unittest.TestCase):
         self.assertEqual(inst.m["prefix_cache_queries"], 2 * s1.prompt_len)
         self.assertLess(s2.t_first - s2.t_arrival, s1.t_first - s1.t_arrival)
 
+    def test_idle_gap_not_credited(self):
+        # a request that arrives after a short idle gap takes its whole
+        # modelled prefill (the step loop used to credit the gap)
+        class Big(Args):
+            kv_blocks = 1024
+
+        async def go():
+            inst = llmsim.Instance("t", 0, Big())
+            task = asyncio.ensure_future(inst.run())
+            out = []
+            for i, gap in enumerate((0.1, 0.02, 0.03)):
+                await asyncio.sleep(gap)
+                data = (b"%d" % i) * 16000          # 4000 tokens, uncached
+                s = inst.submit(data[:16000], 1)
+                model = inst.step_time(
+                    [(llmsim.Seq(0, data[:16000], 1, 0.0), s.prompt_len)], [])
+                while not s.done:
+                    await asyncio.sleep(0.002)
+                out.append((s.t_first - s.t_arrival, model))
+            task.cancel()
+            return out
+        for ttft, model in asyncio.run(go()):
+            self.assertGreater(ttft, 0.95 * model)
+
     def test_cost_model(self):
         inst = llmsim.Instance("t", 0, Args())
         s = llmsim.Seq(1, b"x" * 16000, 10, 0.0)     # 4000 tokens

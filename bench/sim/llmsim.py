@@ -414,22 +414,28 @@ class Instance:
     async def run(self):
         loop = asyncio.get_running_loop()
         target = loop.time()
+        idle = True
         while True:
             if not self.running and not self.waiting:
                 self.wake.clear()
                 await self.wake.wait()
+                idle = True
             prefill, decoders = self._schedule()
             if not prefill and not decoders:
                 # nothing schedulable (waiting for blocks with nothing running
                 # cannot happen; aborted requests only): yield and retry
                 await asyncio.sleep(0.001)
+                idle = True
                 continue
             dt = self.step_time(prefill, decoders)
             # sleep to an absolute deadline, so that the event loop's timer
-            # granularity (~1 ms late per sleep) does not accumulate
+            # granularity (~1 ms late per sleep) does not accumulate; after
+            # an idle wait the deadlines start afresh (else the first steps
+            # after a short idle gap would be shortened by the gap)
             t = loop.time()
-            if t - target > 0.05:
+            if idle or t - target > 0.05:
                 target = t          # idle or far behind: start afresh
+                idle = False
             target += dt * self.scale
             wait = target - t
             if wait > 0:
