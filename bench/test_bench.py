@@ -139,6 +139,74 @@ class TestEngine(unittest.TestCase):
         self.assertLess(t_decode, 0.010)
 
 
+class TestPooled(unittest.TestCase):
+    """--pooled: one KV cache shared by every instance of the process."""
+
+    class PArgs(Args):
+        kv_blocks = 32
+        pooled = True
+
+    def test_one_cache_of_all_capacities(self):
+        insts = llmsim.make_instances(["a", "b", "c"], [1, 2, 3], self.PArgs())
+        self.assertIs(insts[0].cache, insts[1].cache)
+        self.assertIs(insts[0].cache, insts[2].cache)
+        self.assertEqual(insts[0].cache.capacity, 3 * 32)
+        self.assertTrue(all(i.pooled for i in insts))
+
+        class Sep(Args):
+            kv_blocks = 32
+            pooled = False
+        sep = llmsim.make_instances(["a", "b"], [1, 2], Sep())
+        self.assertIsNot(sep[0].cache, sep[1].cache)
+        self.assertEqual(sep[0].cache.capacity, 32)
+        self.assertFalse(sep[0].pooled)
+
+    def _two(self, pooled):
+        class A(Args):
+            kv_blocks = 64
+        A.pooled = pooled
+
+        async def go():
+            a, b = llmsim.make_instances(["a", "b"], [1, 2], A())
+            tasks = [asyncio.ensure_future(i.run()) for i in (a, b)]
+            data = b"p" * 64 * 20 + b"q"            # 20 full blocks
+            s1 = a.submit(data, 2)
+            while not s1.done:
+                await asyncio.sleep(0.005)
+            s2 = b.submit(data, 2)                 # the other instance
+            while not s2.done:
+                await asyncio.sleep(0.005)
+            for t in tasks:
+                t.cancel()
+            return a, b, s1, s2
+        return asyncio.run(go())
+
+    def test_every_instance_hits_every_block(self):
+        a, b, s1, s2 = self._two(True)
+        self.assertEqual(s1.cached, 0)
+        self.assertEqual(s2.cached, 20 * 16)
+        self.assertEqual(b.m["prefix_cache_hits"], 320)
+        self.assertEqual(a.m["prefix_cache_hits"], 0)
+        # the hit costs instance b no prefill of the cached blocks
+        self.assertLess(b.m["prefill_tokens"], a.m["prefill_tokens"])
+
+    def test_separate_caches_miss(self):
+        a, b, s1, s2 = self._two(False)
+        self.assertEqual(s2.cached, 0)
+
+    def test_capacity_shared_with_running_requests(self):
+        # blocks held by one instance's running request are not evictable
+        # by another's
+        c = llmsim.KVCache(8)
+        insts = [llmsim.Instance(n, 0, Args(), cache=c) for n in "ab"]
+        s1 = llmsim.Seq(1, b"x" * 64 * 5 + b"y", 16, 0.0)   # 5 + 1 + 1 blocks
+        self.assertTrue(insts[0]._admit(s1))
+        s2 = llmsim.Seq(2, b"z" * 64 * 5 + b"y", 16, 0.0)
+        self.assertFalse(insts[1]._admit(s2))               # no room
+        insts[0]._finish(s1, 0.0)
+        self.assertTrue(insts[1]._admit(s2))
+
+
 class TestWorkloads(unittest.TestCase):
     def test_deterministic(self):
         for name in workloads.NAMES:
