@@ -236,6 +236,80 @@ class TestWorkloads(unittest.TestCase):
             self.assertEqual(b[:len(a)], a)
 
 
+class TestTenants(unittest.TestCase):
+    def setUp(self):
+        self.w = workloads.generate("tenants")
+        self.p = self.w.params
+        self.users = {}
+        for r in self.w.requests:
+            self.users.setdefault(r.session, []).append(r)
+
+    def test_few_long_system_prompts_many_users(self):
+        systems = {}
+        for r in self.w.requests:
+            m = json.loads(r.body)["messages"]
+            self.assertEqual(m[0]["role"], "system")
+            systems.setdefault(r.group, set()).add(m[0]["content"])
+        self.assertLessEqual(len(systems), self.p["tenants"])
+        self.assertGreaterEqual(len(systems), 2)
+        lo, hi = self.p["system_tokens"]
+        for g, texts in systems.items():
+            self.assertEqual(len(texts), 1, g)           # one prompt a tenant
+            n = len(next(iter(texts))) / workloads.BYTES_PER_TOKEN
+            self.assertGreater(n, lo)
+            self.assertLess(n, hi + 50)
+            # longer than prefix_aware's default length (4096 characters)
+            self.assertGreater(len(next(iter(texts))), 4096)
+        per_tenant = {}
+        for u, rs in self.users.items():
+            self.assertEqual(len(set(r.group for r in rs)), 1)
+            per_tenant.setdefault(rs[0].group, set()).add(u)
+        self.assertGreater(len(self.users), 3 * len(systems))
+        self.assertGreater(max(len(v) for v in per_tenant.values()), 5)
+
+    def test_history_grows_turn_by_turn(self):
+        ulo, uhi = self.p["user_tokens"]
+        alo, ahi = self.p["answer_tokens"]
+        deepest = 0
+        for u, rs in self.users.items():
+            rs.sort(key=lambda r: r.turn)
+            turns = [r.turn for r in rs]
+            self.assertEqual(turns, list(range(turns[0], turns[-1] + 1)))
+            self.assertLess(turns[-1], self.p["turns"][1])
+            deepest = max(deepest, turns[-1])
+            msgs = [json.loads(r.body)["messages"] for r in rs]
+            for r, m in zip(rs, msgs):
+                # system, then user/assistant pairs, then this turn's user
+                self.assertEqual(len(m), 2 + 2 * r.turn)
+                self.assertEqual([x["role"] for x in m[1:]],
+                                 ["user", "assistant"] * r.turn + ["user"])
+                self.assertTrue(alo <= r.max_tokens <= ahi)
+                n = len(m[-1]["content"]) / workloads.BYTES_PER_TOKEN
+                self.assertTrue(ulo <= n <= uhi + 5, n)
+            for a, b in zip(msgs, msgs[1:]):
+                self.assertEqual(b[:len(a)], a)          # a prefix of the next
+                self.assertEqual(len(b), len(a) + 2)
+        self.assertGreaterEqual(deepest, self.p["turns"][0] - 1)
+
+    def test_steady_offered_load(self):
+        rs = self.w.requests
+        self.assertEqual(len(rs), self.p["n"])
+        self.assertGreaterEqual(rs[0].t, 0.0)
+        span = rs[-1].t - rs[0].t
+        self.assertLess(abs(len(rs) / span / self.p["rate"] - 1), 0.3)
+        # the second half is as busy as the first
+        half = rs[len(rs) // 2].t
+        self.assertLess(abs(half / span - 0.5), 0.15)
+
+    def test_pooled_cache_matters(self):
+        # the working set fits in the four caches together, not in one
+        import run
+        one = run.ideal_hit_rate(self.w.requests, 2048)
+        four = run.ideal_hit_rate(self.w.requests, 4 * 2048)
+        self.assertGreater(four, 0.85)
+        self.assertGreater(four - one, 0.15)
+
+
 class TestIdeal(unittest.TestCase):
     def test_ideal(self):
         import run
