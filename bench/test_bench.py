@@ -310,6 +310,147 @@ class TestTenants(unittest.TestCase):
         self.assertGreater(four - one, 0.15)
 
 
+class Opts:
+    pa_length = 4096
+    pa_threshold = 10
+    pa_format = "auto"
+
+
+class TestArms(unittest.TestCase):
+    def setUp(self):
+        import run
+        self.run = run
+        self.saved = (dict(run.ARMS), {k: list(v) for k, v in run.ARM_GROUPS.items()})
+
+    def tearDown(self):
+        self.run.ARMS.clear()
+        self.run.ARMS.update(self.saved[0])
+        self.run.ARM_GROUPS.update(self.saved[1])
+
+    def test_parse(self):
+        arms, groups = self.run.parse_arms(
+            "# comment\npa_a  threshold=20   # why\n[sensitivity]\n"
+            "pa_b length=1024 index=off\n\n[main]\npa_c balance=1.25\n")
+        self.assertEqual(arms, {"pa_a": "threshold=20",
+                                "pa_b": "length=1024 index=off",
+                                "pa_c": "balance=1.25"})
+        self.assertEqual(groups, {"main": ["pa_a", "pa_c"],
+                                  "sensitivity": ["pa_b"]})
+        for bad in ("[other]\n", "pa_a x\npa_a y\n", "round_robin x=1\n",
+                    "pa;x a=1\n", "pa_x a=1;\n", "pa_x a={\n"):
+            with self.assertRaises(ValueError, msg=bad):
+                self.run.parse_arms(bad)
+
+    def test_the_repository_arms_file(self):
+        with open(self.run.ARMS_FILE) as f:
+            arms, groups = self.run.parse_arms(f.read())
+        self.assertIn("pa_threshold_20", groups["sensitivity"])
+
+    def test_merge(self):
+        m = self.run.merge_params
+        base = ["length=4096", "threshold=10", "format=auto"]
+        self.assertEqual(m(base, []), "length=4096 threshold=10 format=auto")
+        self.assertEqual(m(base, ["threshold=20", "index=off"]),
+                         "length=4096 threshold=20 format=auto index=off")
+        self.assertEqual(m(base, ["threshold="]), "length=4096 format=auto")
+        self.assertEqual(m(base, ["flag"]),
+                         "length=4096 threshold=10 format=auto flag")
+
+    def test_directives(self):
+        run = self.run
+        run.load_arms(None, ["pa_off index=off threshold=", "pa_t4 threshold=4"])
+        o = Opts()
+        self.assertEqual(run.pa_directive(o),
+                         "prefix_aware length=4096 threshold=10 format=auto;")
+        self.assertEqual(run.pa_directive(o, "pa_off"),
+                         "prefix_aware length=4096 format=auto index=off;")
+        self.assertEqual(run.pa_directive(o, "prefix_aware@threshold=20+length=2048"),
+                         "prefix_aware length=2048 threshold=20 format=auto;")
+        self.assertTrue(run.is_pa("pa_t4"))
+        self.assertTrue(run.is_pa("prefix_aware@threshold=4"))
+        self.assertFalse(run.is_pa("least_conn"))
+        self.assertFalse(run.is_pa("pooled"))
+        self.assertEqual(run.ARM_GROUPS["main"], ["pa_off", "pa_t4"])
+        self.assertIn("threshold=4", run.label("pa_t4"))
+        # the base arm can be redefined
+        run.load_arms(None, ["prefix_aware threshold=12"])
+        self.assertEqual(run.pa_directive(o),
+                         "prefix_aware length=4096 threshold=12 format=auto;")
+
+
+def fake(strategy, seed, **kw):
+    r = {"strategy": strategy, "seed": seed, "ok": 10, "n": 10,
+         "hit_rate": 0.3, "ttft_p50": 0.2, "ttft_p90": 1.0, "ttft_p99": 2.0,
+         "ttft_mean": 0.4, "balance_req": 1.0, "balance_peak": 1.0,
+         "req_per_s": 10.0, "out_tok_per_s": 1000.0}
+    r.update(kw)
+    return r
+
+
+class TestAggregate(unittest.TestCase):
+    def test_med_range(self):
+        import run
+        self.assertEqual(run.med_range([3, 1, 2]), (2, 1, 3))
+        self.assertEqual(run.med_range([4, 1, 2, 3]), (2.5, 1, 4))
+        self.assertEqual(run.med_range([None, float("nan"), 5]), (5, 5, 5))
+        self.assertIsNone(run.med_range([]))
+
+    def test_ratios_within_each_seed(self):
+        import run
+        seeds = []
+        # round robin's TTFT differs per seed; prefix_aware is half of it in
+        # every seed, the pooled bound a third
+        for seed, base in ((1, 0.2), (2, 0.4), (3, 0.8)):
+            seeds.append({"seed": seed, "ideal": 0.6, "results": [
+                fake("round_robin", seed, ttft_p50=base, hit_rate=0.3),
+                fake("prefix_aware", seed, ttft_p50=base / 2, hit_rate=0.45,
+                     ttft_p90=1.5 if seed == 3 else 1.1),
+                fake("pooled", seed, ttft_p50=base / 3, hit_rate=0.57)]})
+        agg = run.aggregate(seeds, ["round_robin", "prefix_aware", "pooled"])
+        pa = agg["prefix_aware"]
+        self.assertEqual(pa["ttft_p50"], (0.2, 0.1, 0.4))
+        for x in pa["ttft_p50_rr"]:
+            self.assertAlmostEqual(x, 0.5)
+        self.assertAlmostEqual(pa["ttft_p50_pooled"][0], 1.5)
+        self.assertAlmostEqual(pa["hit_of_ideal"][0], 0.75)
+        self.assertAlmostEqual(pa["hit_rate_rr"][0], 1.5)
+        self.assertEqual((pa["ok"], pa["n"], pa["seeds"]), (30, 30, 3))
+        self.assertAlmostEqual(agg["ideal"]["hit_rate"][0], 0.6)
+        # P90: 1.1 against the bound's 1.0 in two seeds, 1.5 in one
+        self.assertTrue(run.within_cell(pa, "ttft_p90").startswith("yes 1.10 (2/3)"))
+        self.assertTrue(run.within_cell(pa, "ttft_p50").startswith("no 1.50 (0/3)"))
+        t = run.agg_table(agg, ["round_robin", "prefix_aware", "pooled"])
+        self.assertIn("| 0.50 |", t)                  # P50 x RR, no range
+        self.assertIn("75%", t)
+        self.assertIn("bound", t)
+        self.assertIn("60.0%", t)                     # the ideal row
+        self.assertIn("0.133 (0.067..0.267)", run.agg_abs_table(agg, ["pooled"]))
+        self.assertEqual(run.fmt_mr((0.5, 0.4, 0.7)), "0.50 (0.40..0.70)")
+
+    def test_missing_baselines(self):
+        import run
+        agg = run.aggregate([{"seed": 1, "ideal": 0.5, "results": [
+            fake("prefix_aware", 1)]}], ["prefix_aware", "round_robin"])
+        self.assertNotIn("round_robin", agg)
+        self.assertIsNone(agg["prefix_aware"]["ttft_p50_rr"])
+        self.assertEqual(run.within_cell(agg["prefix_aware"], "ttft_p50"), "-")
+        run.agg_table(agg, ["prefix_aware"])
+
+    def test_seeds(self):
+        import run
+        self.assertEqual(run.parse_seeds("3"), (3, None))
+        self.assertEqual(run.parse_seeds("4,9"), (0, [4, 9]))
+
+        class O:
+            seed_list = None
+            seed = None
+            nseeds = 3
+        self.assertEqual(run.seeds_for("rag", O()),
+                         [workloads.PARAMS["rag"]["seed"] + i for i in range(3)])
+        O.seed = 10
+        self.assertEqual(run.seeds_for("tenants", O()), [10, 11, 12])
+
+
 class TestIdeal(unittest.TestCase):
     def test_ideal(self):
         import run
