@@ -1514,8 +1514,10 @@ def mode_bench(opts):
                       agg_table(agg, sens), ""]
         flags = lag_flags(per)
         if flags:
-            lines += ["Simulator fell behind (> 5 %% of the run; figures less "
-                      "reliable): %s." % ", ".join(flags), ""]
+            lines += ["Simulator fell behind (step-loop lag summed over the "
+                      "instances > 5 %% of the run's wall time; figures less "
+                      "reliable, usually other jobs on the machine): %s."
+                      % ", ".join(flags), ""]
         lines += ["Details, per-seed tables and plots: [%s.md](%s.md)"
                   % (wlname, wlname), ""]
     ov = os.path.join(outdir, "overhead.md")
