@@ -436,6 +436,20 @@ class TestAggregate(unittest.TestCase):
         self.assertEqual(run.within_cell(agg["prefix_aware"], "ttft_p50"), "-")
         run.agg_table(agg, ["prefix_aware"])
 
+    def test_ports_per_seed(self):
+        import run
+
+        class O:
+            instances = 4
+            base_port = 0
+        # free ports when there is no base
+        self.assertEqual(len(run.bench_ports(O(), 2)), 5)
+        O.base_port = 29100
+        if not all(run.port_free(p) for p in range(29100, 29115)):
+            self.skipTest("ports 29100..29114 busy")
+        self.assertEqual(run.bench_ports(O(), 0), list(range(29100, 29105)))
+        self.assertEqual(run.bench_ports(O(), 2), list(range(29110, 29115)))
+
     def test_seeds(self):
         import run
         self.assertEqual(run.parse_seeds("3"), (3, None))
