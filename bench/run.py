@@ -11,13 +11,19 @@ Strategies: round_robin, random, least_conn (nginx, with a zone),
 nginx_hash (nginx "hash $request_body consistent"), haproxy_hash (HAProxy
 2.6 "balance hash req.body,bytes(0,4096)", consistent, balance factor 150)
 and prefix_aware (nginx + objs/ngx_http_prefix_aware_module.so, skipped
-with a message if it is not built).  "ideal" is computed offline: the hit
+with a message if it is not built), with any other prefix_aware "arms"
+(named parameter sets, bench/arms.conf or --arm).  "pooled" is nginx
+least_conn in front of instances that share one KV cache (llmsim.py
+--pooled): the routing upper bound.  "ideal" is computed offline: the hit
 rate of one LRU cache as large as all instances' caches together.
+--seeds N runs every workload and strategy on N seeds' streams; the
+report gives medians and ranges, and ratios to round robin and to the
+pooled bound within each seed.
 
     run.py smoke                 seconds; asserts (make bench-smoke)
     run.py demo                  < 2 minutes, a small table (make demo)
-    run.py bench                 everything, bench/results/ (make bench)
-    run.py run --workloads rag --strategies round_robin,prefix_aware ...
+    run.py bench                 everything, 3 seeds, bench/results/ (make bench)
+    run.py run --workloads rag --strategies round_robin,prefix_aware,pooled ...
 
 Times in the report are model seconds (wall seconds / --time-scale).
 Standard library + aiohttp (+ matplotlib for plots).
@@ -1586,7 +1592,7 @@ def main(argv=None):
     ap.add_argument("--workloads")
     ap.add_argument("--strategies",
                     help="comma-separated: %s, pooled (least_conn over a "
-                         "pooled-cache simulator), prefix_aware, an arm's name, "
+                         "pooled-cache simulator), an arm's name, "
                          "arms (the arms file's [main] arms), "
                          "prefix_aware@k=v+k=v" % ", ".join(ALL_STRATEGIES))
     ap.add_argument("--n", type=int, help="requests per run")
