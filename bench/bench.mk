@@ -2,11 +2,16 @@
 #
 #   make demo          four simulated vLLM instances behind nginx, round robin
 #                      vs prefix_aware on a long-context workload (< 2 min)
-#   make bench-smoke   seconds: the benchmark's unit tests, then a short run
-#                      that fails unless every request is answered and
-#                      prefix_aware's KV hit rate beats round robin's
-#   make bench         all workloads x all strategies + rate sweep + router
-#                      overhead (wrk); results in bench/results/
+#   make bench-smoke   < 30 s: the benchmark's unit tests, then a short run
+#                      (round robin, prefix_aware, the pooled bound; 1 seed)
+#                      that fails unless every request is answered and the
+#                      KV hit rates of prefix_aware and of the pooled bound
+#                      beat round robin's
+#   make bench         all workloads x all strategies, the arms of
+#                      bench/arms.conf and the pooled bound, 3 seeds each,
+#                      + rate sweep + router overhead (wrk); about 2 hours;
+#                      results in bench/results/
+#                      (BENCH_ARGS='--seeds 5 --no-sweep' etc.)
 #
 # Debian's python3 (python3-aiohttp, python3-matplotlib), not a pyenv one.
 

@@ -11,13 +11,19 @@ Strategies: round_robin, random, least_conn (nginx, with a zone),
 nginx_hash (nginx "hash $request_body consistent"), haproxy_hash (HAProxy
 2.6 "balance hash req.body,bytes(0,4096)", consistent, balance factor 150)
 and prefix_aware (nginx + objs/ngx_http_prefix_aware_module.so, skipped
-with a message if it is not built).  "ideal" is computed offline: the hit
+with a message if it is not built), with any other prefix_aware "arms"
+(named parameter sets, bench/arms.conf or --arm).  "pooled" is nginx
+least_conn in front of instances that share one KV cache (llmsim.py
+--pooled): the routing upper bound.  "ideal" is computed offline: the hit
 rate of one LRU cache as large as all instances' caches together.
+--seeds N runs every workload and strategy on N seeds' streams; the
+report gives medians and ranges, and ratios to round robin and to the
+pooled bound within each seed.
 
     run.py smoke                 seconds; asserts (make bench-smoke)
     run.py demo                  < 2 minutes, a small table (make demo)
-    run.py bench                 everything, bench/results/ (make bench)
-    run.py run --workloads rag --strategies round_robin,prefix_aware ...
+    run.py bench                 everything, 3 seeds, bench/results/ (make bench)
+    run.py run --workloads rag --strategies round_robin,prefix_aware,pooled ...
 
 Times in the report are model seconds (wall seconds / --time-scale).
 Standard library + aiohttp (+ matplotlib for plots).
@@ -68,6 +74,7 @@ LABELS = {
     "nginx_hash": "nginx hash $request_body consistent",
     "haproxy_hash": "HAProxy hash req.body,bytes(0,4096) bf150",
     "prefix_aware": "nginx + prefix_aware",
+    "pooled": "pooled bound: least_conn, one shared cache",
     "ideal": "ideal (one LRU of all caches, offline)",
 }
 
@@ -158,12 +165,16 @@ def port_free(port):
         s.close()
 
 
-def bench_ports(opts):
+def bench_ports(opts, slot=0):
     """Fixed ports (the rings of nginx hash and prefix_aware place servers
-    by address, so fixed ports make runs repeatable), or free ones."""
+    by address, so fixed ports make runs repeatable), or free ones.  Seed
+    number `slot` of a multi-seed run takes the slot-th block of ports
+    after the base, so that each seed also samples another ring placement
+    while all strategies of one seed share theirs."""
     n = opts.instances + 1
     if opts.base_port:
-        ports = list(range(opts.base_port, opts.base_port + n))
+        base = opts.base_port + slot * n
+        ports = list(range(base, base + n))
         if all(port_free(p) for p in ports):
             return ports
         log("run.py: ports %d..%d busy, using free ones (ring placement will "
@@ -294,37 +305,178 @@ STRATEGY_DIRECTIVE = {
     "random": "random;",
     "least_conn": "least_conn;\n        zone llm_zone 256k;",
     "nginx_hash": "hash $request_body consistent;",
+    # least_conn in front of simulated instances that share one KV cache
+    # (llmsim.py --pooled): the routing upper bound
+    "pooled": "least_conn;\n        zone llm_zone 256k;",
 }
+
+# strategies that run against a pooled-cache simulator
+POOLED = {"pooled"}
 
 
 def module_available():
     return os.path.exists(MODULE_SO)
 
 
+# ---------------------------------------------------------------------------
+# prefix_aware arms
+#
+# An arm is a name and a string of prefix_aware parameters, merged over the
+# base (--pa-length, --pa-threshold, --pa-format): "threshold=20" replaces
+# the base's threshold, "index=off" is added, "threshold=" (empty value)
+# leaves threshold out so that the module's default applies.  Arms come
+# from bench/arms.conf (--arms-file) and --arm 'NAME PARAMS'; the legacy
+# "prefix_aware@threshold=20+length=2048" names still work.  Parameters are
+# passed to nginx as written: nginx -t checks every arm before a run.
+
+ARMS_FILE = os.path.join(HERE, "arms.conf")
+ARM_SECTIONS = ("main", "sensitivity")
+ARMS = collections.OrderedDict()          # name -> parameter string
+ARM_GROUPS = {s: [] for s in ARM_SECTIONS}
+_ARM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+_ARM_TOKEN = re.compile(r"^[^\s;{}'\"#$\\]+$")
+
+
+def _check_arm(name, params, where):
+    if not _ARM_NAME.match(name):
+        raise ValueError("%s: arm name %r: letters, digits, _ . - only"
+                         % (where, name))
+    if name in LABELS and name != "prefix_aware":
+        raise ValueError("%s: arm name %r is a strategy's" % (where, name))
+    for tok in params.split():
+        if not _ARM_TOKEN.match(tok):
+            raise ValueError("%s: arm %s: parameter %r has a character nginx "
+                             "would not take as one word" % (where, name, tok))
+
+
+def parse_arms(text, where="arms"):
+    """bench/arms.conf -> (arms {name: params}, {section: [names]}).
+
+    Lines "NAME PARAMS..." under "[main]" (the default) or "[sensitivity]";
+    "#" starts a comment."""
+    arms = collections.OrderedDict()
+    groups = {s: [] for s in ARM_SECTIONS}
+    section = "main"
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        here = "%s:%d" % (where, n)
+        m = re.match(r"^\[\s*(\S+)\s*\]$", line)
+        if m:
+            section = m.group(1)
+            if section not in groups:
+                raise ValueError("%s: unknown section [%s] (have %s)" % (
+                    here, section, ", ".join(ARM_SECTIONS)))
+            continue
+        parts = line.split(None, 1)
+        name, params = parts[0], (parts[1] if len(parts) > 1 else "")
+        _check_arm(name, params, here)
+        if name in arms:
+            raise ValueError("%s: arm %s defined twice" % (here, name))
+        arms[name] = " ".join(params.split())
+        groups[section].append(name)
+    return arms, groups
+
+
+def load_arms(path, extra=()):
+    """Fill ARMS and ARM_GROUPS from the arms file and --arm definitions
+    ("NAME PARAMS"; these join the main group)."""
+    ARMS.clear()
+    for s in ARM_SECTIONS:
+        ARM_GROUPS[s] = []
+    if path and os.path.exists(path):
+        with open(path) as f:
+            arms, groups = parse_arms(f.read(), path)
+        ARMS.update(arms)
+        for s in ARM_SECTIONS:
+            ARM_GROUPS[s] = list(groups[s])
+    elif path and path != ARMS_FILE:
+        raise ValueError("%s: no such arms file" % path)
+    for a in extra:
+        parts = a.split(None, 1)
+        if not parts:
+            continue
+        name, params = parts[0], (parts[1] if len(parts) > 1 else "")
+        _check_arm(name, params, "--arm")
+        ARMS[name] = " ".join(params.split())
+        for s in ARM_SECTIONS:
+            if name in ARM_GROUPS[s]:
+                ARM_GROUPS[s].remove(name)
+        ARM_GROUPS["main"].append(name)
+
+
+def merge_params(base, over):
+    """"length=4096 threshold=10" + "threshold=20 index=off" ->
+    "length=4096 threshold=20 index=off"; "k=" drops k."""
+    out = collections.OrderedDict()
+    for tok in list(base) + list(over):
+        k, eq, v = tok.partition("=")
+        if not eq:
+            out[tok] = None
+        elif v == "":
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return " ".join(k if v is None else "%s=%s" % (k, v) for k, v in out.items())
+
+
+def pa_params(opts, strategy="prefix_aware"):
+    base = ["length=%s" % opts.pa_length, "threshold=%s" % opts.pa_threshold,
+            "format=%s" % opts.pa_format]
+    if strategy in ARMS:
+        over = ARMS[strategy].split()
+    elif strategy.startswith("prefix_aware@"):
+        over = [x for x in strategy.split("@", 1)[1].split("+") if x]
+        _check_arm("prefix_aware", " ".join(over), strategy)
+    elif strategy == "prefix_aware":
+        over = []
+    else:
+        raise ValueError("%r is not a prefix_aware arm" % strategy)
+    return merge_params(base, over)
+
+
 def pa_directive(opts, strategy="prefix_aware"):
-    """prefix_aware's directive; "prefix_aware@threshold=20+length=2048"
-    overrides the options for one strategy (sensitivity runs)."""
-    p = {"length": opts.pa_length, "threshold": opts.pa_threshold,
-         "format": opts.pa_format}
-    if "@" in strategy:
-        for kv in strategy.split("@", 1)[1].split("+"):
-            k, _, v = kv.partition("=")
-            if k not in p:
-                raise ValueError("prefix_aware takes length, threshold, format: %r"
-                                 % kv)
-            p[k] = v
-    return "prefix_aware length=%s threshold=%s format=%s;" % (
-        p["length"], p["threshold"], p["format"])
+    """prefix_aware's directive for a strategy: "prefix_aware", an arm's
+    name, or "prefix_aware@threshold=20+length=2048" (legacy)."""
+    p = pa_params(opts, strategy)
+    return "prefix_aware %s;" % p if p else "prefix_aware;"
 
 
 def is_pa(strategy):
-    return strategy.split("@")[0] == "prefix_aware"
+    return strategy in ARMS or strategy.split("@")[0] == "prefix_aware"
 
 
 def label(strategy):
+    if strategy in ARMS:
+        if strategy == "prefix_aware":
+            return "nginx + prefix_aware (%s)" % (ARMS[strategy] or "base")
+        return "nginx + prefix_aware %s (%s)" % (strategy, ARMS[strategy])
     if "@" in strategy and is_pa(strategy):
         return "nginx + prefix_aware " + strategy.split("@", 1)[1]
     return LABELS.get(strategy, strategy)
+
+
+def check_arms(strategies, opts):
+    """nginx -t on each prefix_aware arm's configuration, so that a bad
+    parameter fails now, not an hour into make bench.  -> error or None."""
+    tmp = tempfile.mkdtemp(prefix="pa-bench-check-")
+    try:
+        for s in strategies:
+            if not is_pa(s):
+                continue
+            cfg = os.path.join(tmp, "nginx.conf")
+            with open(cfg, "w") as f:
+                f.write(nginx_conf(tmp, 1, [2, 3], pa_directive(opts, s),
+                                   module=True))
+            r = subprocess.run([NGINX, "-t", "-q", "-p", tmp, "-c", cfg],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                return "%s (%s): nginx -t failed:\n%s" % (
+                    s, pa_directive(opts, s), (r.stderr or r.stdout).strip())
+        return None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def start_proxy(strategy, tmp, port, backends, opts):
@@ -353,7 +505,7 @@ def start_proxy(strategy, tmp, port, backends, opts):
     return p
 
 
-def start_sim(tmp, ports, opts):
+def start_sim(tmp, ports, opts, pooled=False):
     logp = os.path.join(tmp, "llmsim.log")
     cmd = [PYTHON, os.path.join(HERE, "sim", "llmsim.py"),
            "--ports", ",".join(map(str, ports)),
@@ -361,6 +513,8 @@ def start_sim(tmp, ports, opts):
            "--kv-blocks", str(opts.kv_blocks),
            "--time-scale", str(opts.time_scale),
            "--max-seconds", str(opts.max_seconds)]
+    if pooled:
+        cmd.append("--pooled")
     p = PROCS.start("llmsim", cmd, logp)
     for port in ports:
         wait_port(port, p)
@@ -582,15 +736,16 @@ def summarize(strategy, wl, recs, t0, t1, before, after, opts, ports,
     }
 
 
-def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0):
+def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
+            slot=0):
     reqs = reqs if reqs is not None else wl.requests
     tmp = tempfile.mkdtemp(prefix="pa-bench-%s-" % strategy)
     os.chmod(tmp, 0o755)
     sim = proxy = None
     try:
-        ports = bench_ports(opts)
+        ports = bench_ports(opts, slot)
         sim_ports, pport = ports[:-1], ports[-1]
-        sim = start_sim(tmp, sim_ports, opts)
+        sim = start_sim(tmp, sim_ports, opts, pooled=strategy in POOLED)
         proxy = start_proxy(strategy, tmp, pport, sim_ports, opts)
         url = "http://127.0.0.1:%d" % pport
 
@@ -810,46 +965,184 @@ def machine():
         platform.python_version(), aiohttp.__version__)
 
 
-def write_sensitivity(outdir, wl, sens, ideal, opts):
-    if not sens:
-        return
-    path = os.path.join(outdir, "%s.md" % wl.name)
-    lines = ["", "## prefix_aware's parameters", "",
-             "The same request stream; prefix_aware with one parameter changed "
-             "(the others: `%s`)." % pa_directive(opts), "", table(sens), ""]
-    for r in sens:
-        if r.get("routes"):
-            lines.append("- %s routes: `%s`" % (label(r["strategy"]), r["routes"]))
-    with open(path, "a") as f:
-        f.write("\n".join(lines) + "\n")
+# ---------------------------------------------------------------------------
+# several seeds: medians, ranges and ratios
 
 
-def write_workload_report(outdir, wl, results, ideal, opts, sweep=None,
-                          sweep_rates=None, slo=None):
-    pngs = plots(wl.name, results, ideal, outdir)
-    p = dict(wl.params)
-    lines = ["# Workload `%s`" % wl.name, "",
-             workloads.DESCRIPTIONS.get(wl.name, ""), "",
-             "Parameters: `%s`" % json.dumps(p), "",
-             wl.describe(), "",
-             "Setup: %d simulated instances (%s, %d KV blocks = %d tokens each), "
-             "time scale %g, open-loop Poisson arrivals at %.2f req/s (model time); "
-             "prefix_aware `%s`. Figures in model seconds; "
-             "(x) = ratio to nginx round robin in the same run." % (
-                 opts.instances, llmsim.MODEL["name"] + " on " + llmsim.GPU["name"],
-                 opts.kv_blocks, opts.kv_blocks * llmsim.BLOCK_TOKENS,
-                 opts.time_scale, p["rate"], pa_directive(opts)), "",
-             table(results, ideal, sweep), ""]
-    if sweep is not None:
-        lines += ["Max rate @SLO: highest offered load (req/s, model time) whose "
-                  "P90 TTFT stayed under %.2f s with every request answered: "
-                  "a ladder %s (stopping at the first miss), then %d "
-                  "bisection steps between the last pass and the first miss. Each "
-                  "point is a fresh %g-model-second run whose first %d%% is "
-                  "left out as warm-up; &ge;: the highest rate tried passed."
-                  % (slo, ", ".join("%g" % x for x in sweep_rates),
-                     opts.sweep_probes, opts.sweep_seconds,
-                     100 * opts.sweep_warmup), ""]
+def med_range(xs):
+    """-> (median, min, max) of the numbers in xs (None and NaN left out),
+    or None."""
+    xs = sorted(x for x in xs if x is not None
+                and not (isinstance(x, float) and math.isnan(x)))
+    if not xs:
+        return None
+    n = len(xs)
+    med = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
+    return (med, xs[0], xs[-1])
+
+
+AGG_KEYS = ("hit_rate", "ttft_p50", "ttft_p90", "ttft_p99", "ttft_mean",
+            "balance_req", "balance_peak", "req_per_s", "out_tok_per_s")
+WITHIN_POOLED = 1.25
+
+
+def _div(a, b):
+    if a is None or b is None or not b:
+        return None
+    if isinstance(a, float) and math.isnan(a) or isinstance(b, float) and math.isnan(b):
+        return None
+    return a / b
+
+
+def aggregate(seeds, names):
+    """seeds: [{"seed": s, "ideal": hit rate, "results": [run_one dicts]}].
+    -> {strategy: {key: (median, min, max) over the seeds,
+                   key_rr: the same of the ratio to round robin of the same
+                           seed, key_pooled (+ key_pooled_list): of the ratio
+                           to the pooled bound of the same seed,
+                   hit_of_ideal, seeds, ok, n}, "ideal": {...}}"""
+    out = collections.OrderedDict()
+    for name in names:
+        rows = []
+        for sd in seeds:
+            by = {r["strategy"]: r for r in sd["results"]}
+            if name in by:
+                rows.append((by[name], by.get("round_robin"), by.get("pooled"),
+                             sd.get("ideal")))
+        if not rows:
+            continue
+        a = {"seeds": len(rows), "seed_list": [sd["seed"] for sd in seeds],
+             "ok": sum(r["ok"] for r, _, _, _ in rows),
+             "n": sum(r["n"] for r, _, _, _ in rows)}
+        for k in AGG_KEYS:
+            a[k] = med_range([r.get(k) for r, _, _, _ in rows])
+            a[k + "_rr"] = med_range([_div(r.get(k), rr.get(k)) if rr else None
+                                      for r, rr, _, _ in rows])
+            pl = [_div(r.get(k), p.get(k)) if p else None for r, _, p, _ in rows]
+            a[k + "_pooled"] = med_range(pl)
+            a[k + "_pooled_list"] = [x for x in pl if x is not None]
+        a["hit_of_ideal"] = med_range([_div(r.get("hit_rate"), i)
+                                       for r, _, _, i in rows])
+        out[name] = a
+    ideals = [sd.get("ideal") for sd in seeds]
+    rrs = [{r["strategy"]: r for r in sd["results"]}.get("round_robin")
+           for sd in seeds]
+    out["ideal"] = {
+        "seeds": len(seeds),
+        "hit_rate": med_range(ideals),
+        "hit_rate_rr": med_range([_div(i, rr["hit_rate"]) if rr else None
+                                  for i, rr in zip(ideals, rrs)]),
+        "hit_of_ideal": (1.0, 1.0, 1.0)}
+    return out
+
+
+def fmt_mr(mr, f="%.2f", scale=1.0, suffix=""):
+    """(median, min, max) -> "0.74 (0.70..0.81)"; no range when it is one
+    value at this precision."""
+    if mr is None:
+        return "-"
+    med, lo, hi = (x * scale for x in mr)
+    s = (f % med) + suffix
+    if f % lo != f % hi:
+        s += " (%s..%s)" % (f % lo, f % hi)
+    return s
+
+
+def within_cell(a, key):
+    xs = a.get(key + "_pooled_list")
+    if not xs:
+        return "-"
+    med = a[key + "_pooled"][0]
+    k = sum(1 for x in xs if x <= WITHIN_POOLED)
+    return "%s %.2f (%d/%d)" % ("yes" if med <= WITHIN_POOLED else "no", med,
+                                k, len(xs))
+
+
+def agg_table(agg, names):
+    """The comparison table: hit rate, % of ideal, TTFT ratios to round
+    robin, TTFT within 1.25x of the pooled bound, balance, throughput."""
+    rows = ["| strategy | ok | KV hit | %% of ideal | TTFT P50 (x RR) | "
+            "P90 (x RR) | P99 (x RR) | P50 within %gx of pooled | "
+            "P90 within %gx of pooled | max/mean req | req/s (x RR) |"
+            % (WITHIN_POOLED, WITHIN_POOLED),
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for s in names:
+        a = agg.get(s)
+        if a is None:
+            continue
+        bound = s == "pooled"
+        rows.append("| " + " | ".join([
+            ("**%s**" % label(s)) if bound else label(s),
+            "%d/%d" % (a["ok"], a["n"]),
+            fmt_mr(a["hit_rate"], "%.1f", 100, "%"),
+            fmt_mr(a["hit_of_ideal"], "%.0f", 100, "%"),
+            fmt_mr(a["ttft_p50_rr"]), fmt_mr(a["ttft_p90_rr"]),
+            fmt_mr(a["ttft_p99_rr"]),
+            "bound" if bound else within_cell(a, "ttft_p50"),
+            "bound" if bound else within_cell(a, "ttft_p90"),
+            fmt_mr(a["balance_req"]),
+            fmt_mr(a["req_per_s_rr"]),
+        ]) + " |")
+    i = agg.get("ideal")
+    if i and i["hit_rate"]:
+        rows.append("| %s | | %s | 100%% | | | | | | | |" % (
+            LABELS["ideal"], fmt_mr(i["hit_rate"], "%.1f", 100, "%")))
+    return "\n".join(rows)
+
+
+def agg_abs_table(agg, names, sweep=None):
+    """Absolute figures (medians and ranges over the seeds)."""
+    rows = ["| strategy | TTFT P50 s | P90 s | P99 s | KV hit (x RR) | "
+            "out tok/s | out tok/s (x RR) | max/mean peak in-flight |"
+            + (" max rate @SLO, first seed |" if sweep else ""),
+            "|---|---|---|---|---|---|---|---|" + ("---|" if sweep else "")]
+    for s in names:
+        a = agg.get(s)
+        if a is None:
+            continue
+        cells = [label(s), fmt_mr(a["ttft_p50"], "%.3f"),
+                 fmt_mr(a["ttft_p90"], "%.3f"), fmt_mr(a["ttft_p99"], "%.3f"),
+                 fmt_mr(a["hit_rate_rr"]), fmt_mr(a["out_tok_per_s"], "%.0f"),
+                 fmt_mr(a["out_tok_per_s_rr"]), fmt_mr(a["balance_peak"])]
+        if sweep:
+            sw, allpass = sweep.get(s, (None, False))
+            b = sweep.get("round_robin", (None, False))[0]
+            if sw:
+                cells.append("%s%s (%s)" % ("&ge; " if allpass else "",
+                                            fmt(sw, "%.1f"), ratio(sw, b)))
+            else:
+                cells.append("< lowest" if s in sweep else "-")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+AGG_NOTE = ("Each figure is the median over the seeds, (min..max) its range. "
+            "x RR: ratio to nginx round robin in the same seed's run (median "
+            "and range of the per-seed ratios). %% of ideal: hit rate / the "
+            "offline ideal of the same stream. Within %gx of pooled: the "
+            "median per-seed ratio of the TTFT to the pooled bound's (least_conn "
+            "over instances that share one KV cache of the same total size), "
+            "yes if at most %g, (k/n): the seeds within." % (WITHIN_POOLED,
+                                                              WITHIN_POOLED))
+
+
+def merged_results(per_seed, names):
+    """One result per strategy for the plots: TTFTs of all seeds, medians."""
+    out = []
+    for s in names:
+        rs = [r for sd in per_seed for r in sd["results"] if r["strategy"] == s]
+        if not rs:
+            continue
+        m = {"strategy": s, "ttfts": [x for r in rs for x in r["ttfts"]]}
+        for k in ("hit_rate", "balance_req", "balance_peak"):
+            mr = med_range([r[k] for r in rs])
+            m[k] = mr[0] if mr else float("nan")
+        out.append(m)
+    return out
+
+
+def run_notes(results):
+    lines = []
     for r in results:
         if r["errors"]:
             lines.append("- %s errors: `%s`" % (r["strategy"], r["errors"]))
@@ -861,17 +1154,86 @@ def write_workload_report(outdir, wl, results, ideal, opts, sweep=None,
         if r.get("routes"):
             lines.append("- %s: why requests went where they went (the module's "
                          "counters): `%s`" % (label(r["strategy"]), r["routes"]))
-    lines += ["", "Simulator (4 instances, one process): CPU %s of one core; "
+    lines += ["", "Simulator (%d instances, one process): CPU %s of one core; "
               "step-loop lag %s of the run's wall time." % (
+                  len(results[0]["per_instance"]) if results else 0,
                   ", ".join("%s %.0f%%" % (r["strategy"], 100 * r.get("sim_cpu", float("nan")))
                             for r in results),
                   ", ".join("%s %.1f%%" % (r["strategy"], 100 * r["step_lag"] / r["wall"])
-                            for r in results if r["wall"]))]
-    lines += ["", "Per-instance requests: " + "; ".join(
-        "%s %s" % (r["strategy"], r["per_instance"]) for r in results), ""]
+                            for r in results if r["wall"])),
+              "", "Per-instance requests: " + "; ".join(
+                  "%s %s" % (r["strategy"], r["per_instance"]) for r in results)]
+    return lines
+
+
+def lag_flags(per_seed):
+    return ["%s seed %s (%.0f%%)" % (r["strategy"], sd["seed"],
+                                     100 * r["step_lag"] / r["wall"])
+            for sd in per_seed for r in sd["results"]
+            if r["wall"] and r["step_lag"] > 0.05 * r["wall"]]
+
+
+def setup_line(opts, rate):
+    return ("Setup: %d simulated instances (%s, %d KV blocks = %d tokens each; "
+            "the pooled bound: one cache of %d blocks), time scale %g, "
+            "open-loop Poisson arrivals at %.2f req/s (model time); "
+            "prefix_aware `%s`. Figures in model seconds." % (
+                opts.instances, llmsim.MODEL["name"] + " on " + llmsim.GPU["name"],
+                opts.kv_blocks, opts.kv_blocks * llmsim.BLOCK_TOKENS,
+                opts.kv_blocks * opts.instances, opts.time_scale, rate,
+                pa_directive(opts)))
+
+
+def arms_lines(names, opts):
+    pas = [s for s in names if is_pa(s)]
+    if not pas:
+        return []
+    return ["prefix_aware arms: " + "; ".join(
+        "%s `%s`" % (s, pa_directive(opts, s)) for s in pas), ""]
+
+
+def write_workload_page(outdir, wlname, per_seed, main, sens, agg, opts,
+                        sweep=None, sweep_rates=None):
+    first = per_seed[0]
+    wl = first["wl"]
+    pngs = plots(wlname, merged_results(per_seed, main),
+                 med_range([sd["ideal"] for sd in per_seed])[0], outdir)
+    lines = ["# Workload `%s`" % wlname, "",
+             workloads.DESCRIPTIONS.get(wlname, ""), "",
+             "Parameters (first seed): `%s`" % json.dumps(wl.params), "",
+             setup_line(opts, wl.params["rate"]), "",
+             "Seeds: %s." % ", ".join(str(sd["seed"]) for sd in per_seed), ""]
+    lines += arms_lines(main + sens, opts)
+    lines += ["## Over %d seed%s" % (len(per_seed), "s" if len(per_seed) > 1 else ""),
+              "", AGG_NOTE, "", agg_table(agg, main), "",
+              agg_abs_table(agg, main, sweep), ""]
+    if sweep is not None:
+        lines += ["Max rate @SLO (first seed's stream only): highest offered "
+                  "load (req/s, model time) whose P90 TTFT stayed under %.2f s "
+                  "with every request answered: a ladder %s (stopping at the "
+                  "first miss), then %d bisection steps between the last pass "
+                  "and the first miss. Each point is a fresh %g-model-second "
+                  "run whose first %d%% is left out as warm-up; &ge;: the "
+                  "highest rate tried passed."
+                  % (opts.slo, ", ".join("%g" % x for x in sweep_rates),
+                     opts.sweep_probes, opts.sweep_seconds,
+                     100 * opts.sweep_warmup), ""]
+    if sens:
+        lines += ["### prefix_aware's parameters", "",
+                  "The same streams; prefix_aware arms with other parameters "
+                  "(the base: `%s`)." % pa_directive(opts), "",
+                  agg_table(agg, sens), ""]
+    for i, sd in enumerate(per_seed):
+        lines += ["## Seed %s" % sd["seed"], "", sd["wl"].describe(), "",
+                  "(x) = ratio to nginx round robin in this run.", "",
+                  table(sd["results"], sd["ideal"], sweep if i == 0 else None), ""]
+        lines += run_notes(sd["results"]) + [""]
+    if pngs:
+        lines += ["## Plots", "", "TTFTs of all seeds together; hit rate and "
+                  "balance: medians over the seeds.", ""]
     for f in pngs:
         lines.append("![%s](%s)" % (os.path.basename(f), os.path.basename(f)))
-    with open(os.path.join(outdir, "%s.md" % wl.name), "w") as f:
+    with open(os.path.join(outdir, "%s.md" % wlname), "w") as f:
         f.write("\n".join(lines) + "\n")
 
 
@@ -880,11 +1242,23 @@ def write_workload_report(outdir, wl, results, ideal, opts, sweep=None,
 
 
 def strategies_for(opts, required_pa=False):
-    names = [s for s in opts.strategies.split(",") if s]
+    names = []
+    for s in opts.strategies.split(","):
+        s = s.strip()
+        if s == "arms":                     # the arms file's [main] arms
+            names += ARM_GROUPS["main"]
+        elif s:
+            names.append(s)
+    for a in ARM_GROUPS["main"]:            # --arm ... always runs
+        if a in opts.cli_arms and a not in names:
+            names.append(a)
+    names = list(collections.OrderedDict.fromkeys(names))
     for s in names:
-        if s not in ALL_STRATEGIES and not is_pa(s):
-            sys.exit("run.py: unknown strategy %r (have %s)" % (
-                s, ", ".join(ALL_STRATEGIES)))
+        if (s not in STRATEGY_DIRECTIVE and s != "haproxy_hash"
+                and not is_pa(s)):
+            sys.exit("run.py: unknown strategy %r (have %s, pooled, arms, "
+                     "the arms %s, prefix_aware@k=v+k=v)" % (
+                         s, ", ".join(ALL_STRATEGIES), ", ".join(ARMS) or "-"))
         if is_pa(s):
             try:
                 pa_directive(opts, s)
@@ -897,19 +1271,67 @@ def strategies_for(opts, required_pa=False):
             sys.exit(2)
         log("run.py: " + msg + "skipping this strategy")
         names = [s for s in names if not is_pa(s)]
+    if module_available():
+        err = check_arms(names, opts)
+        if err:
+            sys.exit("run.py: " + err)
     return names
 
 
-def run_workload(wlname, strategies, opts, rate=None, n=None, closed=0):
+def sensitivity_for(opts):
+    if opts.sensitivity is None:
+        names = list(ARM_GROUPS["sensitivity"])
+    else:
+        names = [s.strip() for s in opts.sensitivity.split(",") if s.strip()]
+    for s in names:
+        if not is_pa(s):
+            sys.exit("run.py: --sensitivity: %r is not a prefix_aware arm" % s)
+        try:
+            pa_directive(opts, s)
+        except ValueError as e:
+            sys.exit("run.py: %s" % e)
+    if names and not module_available():
+        log("run.py: prefix_aware parameters: skipped, module not built")
+        return []
+    if names:
+        err = check_arms(names, opts)
+        if err:
+            sys.exit("run.py: " + err)
+    return names
+
+
+def seeds_for(wlname, opts):
+    if opts.seed_list:
+        return list(opts.seed_list)
+    first = opts.seed if opts.seed is not None else workloads.PARAMS[wlname]["seed"]
+    return [first + i for i in range(opts.nseeds)]
+
+
+def run_workload(wlname, strategies, opts, rate=None, n=None, closed=0,
+                 seed=None, slot=0):
     wl = workloads.generate(wlname, n=n or opts.n, rate=rate or opts.rate,
-                            seed=opts.seed)
-    log("== %s (%s)" % (wl.name, wl.describe()))
+                            seed=seed if seed is not None else opts.seed)
+    log("== %s, seed %s (%s)" % (wl.name, wl.params["seed"], wl.describe()))
     ideal = ideal_hit_rate(wl.requests, opts.instances * opts.kv_blocks)
     results = []
     for s in strategies:
-        results.append(run_one(s, wl, opts, closed=closed))
+        r = run_one(s, wl, opts, closed=closed, slot=slot)
+        r["seed"] = wl.params["seed"]
+        results.append(r)
     log("  ideal hit rate %.1f%%" % (100 * ideal))
     return wl, results, ideal
+
+
+def run_seeds(wlname, strategies, opts, closed=0):
+    """Every strategy on the streams of each seed, seed after seed (the
+    strategies of one seed run back to back, on the same ports)."""
+    per = []
+    for i, seed in enumerate(seeds_for(wlname, opts)):
+        wl, results, ideal = run_workload(wlname, strategies, opts,
+                                          closed=closed, seed=seed, slot=i)
+        per.append({"seed": wl.params["seed"], "wl": wl, "ideal": ideal,
+                    "results": results})
+    return per
 
 
 def print_table(results, ideal):
@@ -924,7 +1346,7 @@ def print_table(results, ideal):
                 100 * (r["ttft_p50"] / base["ttft_p50"] - 1),
                 100 * (r["ttft_p90"] / base["ttft_p90"] - 1))
         print("%-30s %8.3fs %8.3fs %8.1f%% %8.2f %9.2f %9.2f%s" % (
-            label(r["strategy"]), r["ttft_p50"],
+            label(r["strategy"])[:30], r["ttft_p50"],
             r["ttft_p90"], 100 * r["hit_rate"], r["req_per_s"],
             r["balance_req"], r["balance_peak"], rel))
     if ideal is not None:
@@ -942,21 +1364,33 @@ def check_complete(results):
 
 def mode_smoke(opts):
     strategies = strategies_for(opts, required_pa=True)
-    wl, results, ideal = run_workload(opts.workloads.split(",")[0], strategies, opts)
-    print_table(results, ideal)
-    ok = check_complete(results)
-    by = {r["strategy"]: r for r in results}
-    rr, pa = by.get("round_robin"), by.get("prefix_aware")
-    if rr and pa:
-        if not pa["hit_rate"] > rr["hit_rate"]:
-            log("FAIL: prefix_aware hit rate %.1f%% is not above round robin's "
-                "%.1f%%" % (100 * pa["hit_rate"], 100 * rr["hit_rate"]))
-            ok = False
-        else:
-            log("ok: prefix_aware hit rate %.1f%% > round robin %.1f%%"
-                % (100 * pa["hit_rate"], 100 * rr["hit_rate"]))
+    wlname = opts.workloads.split(",")[0]
+    per = run_seeds(wlname, strategies, opts)
+    ok = True
+    checks = 0
+    for sd in per:
+        results = sd["results"]
+        print_table(results, sd["ideal"])
+        ok = check_complete(results) and ok
+        checks += 1
+        by = {r["strategy"]: r for r in results}
+        rr = by.get("round_robin")
+        for s in ("prefix_aware", "pooled"):
+            x = by.get(s)
+            if not (rr and x):
+                continue
+            checks += 1
+            if not x["hit_rate"] > rr["hit_rate"]:
+                log("FAIL: %s hit rate %.1f%% is not above round robin's "
+                    "%.1f%%" % (s, 100 * x["hit_rate"], 100 * rr["hit_rate"]))
+                ok = False
+            else:
+                log("ok: %s hit rate %.1f%% > round robin %.1f%%"
+                    % (s, 100 * x["hit_rate"], 100 * rr["hit_rate"]))
+    print()
+    print(agg_table(aggregate(per, strategies), strategies))
     if ok:
-        print("bench-smoke: %d passed, 0 failed" % (len(results) + 1))
+        print("bench-smoke: %d passed, 0 failed" % checks)
     else:
         print("bench-smoke: FAILED")
     return 0 if ok else 1
@@ -974,9 +1408,10 @@ def mode_demo(opts):
     return 0 if check_complete(results) else 1
 
 
-def sweep_point(wlname, strategy, opts, rate, slo):
+def sweep_point(wlname, strategy, opts, rate, slo, seed=None):
     n = max(60, int(rate * opts.sweep_seconds))
-    wl = workloads.generate(wlname, n=n, rate=rate, seed=opts.seed)
+    wl = workloads.generate(wlname, n=n, rate=rate,
+                            seed=seed if seed is not None else opts.seed)
     r = run_one(strategy, wl, opts, quiet=True, warmup=opts.sweep_warmup)
     good = r["ok"] == r["n"] and r["ttft_p90"] <= slo
     lagged = r["step_lag"] > 0.1 * r["wall"]
@@ -987,7 +1422,7 @@ def sweep_point(wlname, strategy, opts, rate, slo):
     return good
 
 
-def sweep_strategy(wlname, strategy, opts, rates, slo):
+def sweep_strategy(wlname, strategy, opts, rates, slo, seed=None):
     """The highest offered load whose P90 TTFT stays under the SLO: a
     ladder of rates (ascending, stops at the first miss), then
     sweep_probes bisection steps between the last pass and the first miss.  Each point is a
@@ -996,7 +1431,7 @@ def sweep_strategy(wlname, strategy, opts, rates, slo):
     best = None
     fail = None
     for rate in rates:
-        if sweep_point(wlname, strategy, opts, rate, slo):
+        if sweep_point(wlname, strategy, opts, rate, slo, seed):
             best = rate
         else:
             fail = rate
@@ -1007,76 +1442,98 @@ def sweep_strategy(wlname, strategy, opts, rates, slo):
         mid = round((best + fail) / 2.0, 2)
         if not best < mid < fail:
             break
-        if sweep_point(wlname, strategy, opts, mid, slo):
+        if sweep_point(wlname, strategy, opts, mid, slo, seed):
             best = mid
         else:
             fail = mid
     return best, False
 
 
+def strip_ttfts(results):
+    return [{k: v for k, v in r.items() if k != "ttfts"} for r in results]
+
+
 def mode_bench(opts):
-    strategies = strategies_for(opts)
+    main = strategies_for(opts)
+    sens_arms = sensitivity_for(opts) if opts.sensitivity != "" else []
+    sens_wls = [w for w in opts.sensitivity_workloads.split(",") if w]
     outdir = opts.out
     os.makedirs(outdir, exist_ok=True)
     t_start = time.monotonic()
     summary = []
     raw = {}
     for wlname in opts.workloads.split(","):
-        wl, results, ideal = run_workload(wlname, strategies, opts)
+        extra = ([s for s in sens_arms if s not in main]
+                 if wlname in sens_wls else [])
+        per = run_seeds(wlname, main + extra, opts)
+        sens = []
+        if extra:
+            sens = ([s for s in ("round_robin", "prefix_aware") if s in main]
+                    + extra + (["pooled"] if "pooled" in main else []))
+        agg = aggregate(per, main + extra)
         sweep = None
         rates = None
         if opts.sweep:
-            base = wl.params["rate"]
+            base = per[0]["wl"].params["rate"]
             rates = [round(base * m, 2) for m in opts.sweep_mult]
             sweep = {}
-            log("  rate sweep %s, SLO P90 TTFT <= %.2f s" % (rates, opts.slo))
-            for s in strategies:
-                sweep[s] = sweep_strategy(wlname, s, opts, rates, opts.slo)
-        write_workload_report(outdir, wl, results, ideal, opts, sweep, rates,
-                              opts.slo)
-        sens = []
-        if opts.sensitivity and wlname in opts.sensitivity_workloads.split(","):
-            if module_available():
-                log("  prefix_aware parameters")
-                base = [r for r in results if r["strategy"] in
-                        ("round_robin", "prefix_aware")]
-                sens = base + [run_one(x, wl, opts) for x in
-                               opts.sensitivity.split(",") if x]
-            else:
-                log("  prefix_aware parameters: skipped, module not built")
-        write_sensitivity(outdir, wl, sens, ideal, opts)
-        summary.append((wl, results, ideal, sweep, sens))
-        raw[wlname] = {"params": wl.params, "ideal": ideal, "sweep": sweep,
-                       "results": [{k: v for k, v in r.items() if k != "ttfts"}
-                                   for r in results]}
+            log("  rate sweep %s (seed %s), SLO P90 TTFT <= %.2f s"
+                % (rates, per[0]["seed"], opts.slo))
+            for s in main:
+                sweep[s] = sweep_strategy(wlname, s, opts, rates, opts.slo,
+                                          seed=per[0]["seed"])
+        write_workload_page(outdir, wlname, per, main, sens, agg, opts, sweep,
+                            rates)
+        summary.append((wlname, per, agg, sweep, sens))
+        raw[wlname] = {
+            "params": per[0]["wl"].params,
+            "seeds": [{"seed": sd["seed"], "params": sd["wl"].params,
+                       "ideal": sd["ideal"],
+                       "results": strip_ttfts(sd["results"])} for sd in per],
+            "sweep": sweep,
+            "aggregate": agg}
         with open(os.path.join(outdir, "raw.json"), "w") as f:
             json.dump(raw, f, indent=1, default=str)
+    nseeds = max(len(p) for _, p, _, _, _ in summary) if summary else 0
     lines = ["# Benchmark summary", "",
              "Machine: %s" % machine(), "",
              "Run: `%s`, %.0f s wall. %d simulated instances of %s on %s, "
-             "%d KV blocks (%d tokens) each, time scale %g; prefix_aware `%s`. "
-             "Times are model seconds; (x) = ratio to nginx round robin in the "
-             "same run." % (
+             "%d KV blocks (%d tokens) each, time scale %g; prefix_aware `%s`; "
+             "%d seed%s per workload. Times are model seconds." % (
                  " ".join(sys.argv[1:]), time.monotonic() - t_start,
                  opts.instances, llmsim.MODEL["name"], llmsim.GPU["name"],
                  opts.kv_blocks, opts.kv_blocks * llmsim.BLOCK_TOKENS,
-                 opts.time_scale, pa_directive(opts)), ""]
+                 opts.time_scale, pa_directive(opts), nseeds,
+                 "s" if nseeds != 1 else ""), "",
+             AGG_NOTE, ""]
+    lines += arms_lines(main + sens_arms, opts)
     if not module_available():
         lines += ["**prefix_aware was not run: %s was not built.**" % MODULE_SO, ""]
-    for wl, results, ideal, sweep, sens in summary:
-        lines += ["## %s" % wl.name, "", workloads.DESCRIPTIONS.get(wl.name, ""),
-                  "", "%s" % wl.describe(), "", table(results, ideal, sweep), ""]
+    for wlname, per, agg, sweep, sens in summary:
+        lines += ["## %s" % wlname, "", workloads.DESCRIPTIONS.get(wlname, ""),
+                  "", "Seeds %s; first seed: %s" % (
+                      ", ".join(str(sd["seed"]) for sd in per),
+                      per[0]["wl"].describe()), "",
+                  agg_table(agg, main), "", agg_abs_table(agg, main, sweep), ""]
         if sens:
-            lines += ["prefix_aware's parameters on the same stream:", "",
-                      table(sens), ""]
-        lines += ["Details and plots: [%s.md](%s.md)" % (wl.name, wl.name), ""]
+            lines += ["prefix_aware's parameters on the same streams:", "",
+                      agg_table(agg, sens), ""]
+        flags = lag_flags(per)
+        if flags:
+            lines += ["Simulator fell behind (step-loop lag summed over the "
+                      "instances > 5 %% of the run's wall time; figures less "
+                      "reliable, usually other jobs on the machine): %s."
+                      % ", ".join(flags), ""]
+        lines += ["Details, per-seed tables and plots: [%s.md](%s.md)"
+                  % (wlname, wlname), ""]
     ov = os.path.join(outdir, "overhead.md")
     if os.path.exists(ov):
         lines += ["## Router overhead", "", "See [overhead.md](overhead.md).", ""]
     with open(os.path.join(outdir, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     log("wrote %s/summary.md" % outdir)
-    ok = all(check_complete(r) for _, r, _, _, _ in summary)
+    ok = all(check_complete(sd["results"]) for _, per, _, _, _ in summary
+             for sd in per)
     return 0 if ok else 1
 
 
@@ -1084,44 +1541,81 @@ def mode_run(opts):
     strategies = strategies_for(opts)
     ok = True
     for wlname in opts.workloads.split(","):
-        wl, results, ideal = run_workload(wlname, strategies, opts,
-                                          closed=opts.closed)
-        print("\n## %s\n" % wl.describe())
-        print(table(results, ideal))
-        ok = check_complete(results) and ok
+        per = run_seeds(wlname, strategies, opts, closed=opts.closed)
+        for sd in per:
+            print("\n## seed %s: %s\n" % (sd["seed"], sd["wl"].describe()))
+            print(table(sd["results"], sd["ideal"]))
+            ok = check_complete(sd["results"]) and ok
+        if len(per) > 1:
+            agg = aggregate(per, strategies)
+            print("\n## %s: %d seeds (%s)\n" % (
+                wlname, len(per), ", ".join(str(sd["seed"]) for sd in per)))
+            print(agg_table(agg, strategies))
+            print()
+            print(agg_abs_table(agg, strategies))
     return 0 if ok else 1
 
 
+BENCH_STRATEGIES = ALL_STRATEGIES + ["arms", "pooled"]
+
 PRESETS = {
-    # seconds: a small long-context run, round robin vs prefix_aware
-    "smoke": dict(workloads="rag", strategies="round_robin,prefix_aware",
-                  n=160, rate=10.0, kv_blocks=1536, time_scale=0.25),
+    # seconds: a small long-context run, round robin vs prefix_aware, and
+    # the pooled bound
+    "smoke": dict(workloads="rag", strategies="round_robin,prefix_aware,pooled",
+                  n=160, rate=10.0, kv_blocks=1536, time_scale=0.25, seeds="1"),
     # < 2 minutes
     "demo": dict(workloads="rag", strategies="round_robin,prefix_aware",
-                 n=None, rate=None, kv_blocks=2048, time_scale=0.5),
+                 n=None, rate=None, kv_blocks=2048, time_scale=0.5, seeds="1"),
     # the full benchmark
     "bench": dict(workloads=",".join(workloads.NAMES),
-                  strategies=",".join(ALL_STRATEGIES),
-                  n=None, rate=None, kv_blocks=2048, time_scale=0.5),
-    "run": dict(workloads="rag", strategies=",".join(ALL_STRATEGIES),
-                n=None, rate=None, kv_blocks=2048, time_scale=0.5),
+                  strategies=",".join(BENCH_STRATEGIES),
+                  n=None, rate=None, kv_blocks=2048, time_scale=0.5, seeds="3"),
+    "run": dict(workloads="rag", strategies=",".join(BENCH_STRATEGIES),
+                n=None, rate=None, kv_blocks=2048, time_scale=0.5, seeds="1"),
 }
+
+
+def parse_seeds(v):
+    """"3" -> 3 seeds from the workload's own (or --seed); "1,5,9" -> those."""
+    v = str(v).strip()
+    if "," in v:
+        return 0, [int(x) for x in v.split(",") if x.strip()]
+    n = int(v)
+    if n < 1:
+        raise ValueError("--seeds must be >= 1")
+    return n, None
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="prefix-aware routing benchmark")
     ap.add_argument("mode", choices=list(PRESETS))
     ap.add_argument("--workloads")
-    ap.add_argument("--strategies")
+    ap.add_argument("--strategies",
+                    help="comma-separated: %s, pooled (least_conn over a "
+                         "pooled-cache simulator), an arm's name, "
+                         "arms (the arms file's [main] arms), "
+                         "prefix_aware@k=v+k=v" % ", ".join(ALL_STRATEGIES))
     ap.add_argument("--n", type=int, help="requests per run")
     ap.add_argument("--rate", type=float, help="offered load, req/s model time")
-    ap.add_argument("--seed", type=int)
+    ap.add_argument("--seed", type=int,
+                    help="the first seed (default: each workload's own)")
+    ap.add_argument("--seeds",
+                    help="N: run every workload/strategy with N seeds (the "
+                         "first one, +1, +2...); or a comma-separated list "
+                         "(bench: 3, other modes: 1)")
+    ap.add_argument("--arms-file", default=ARMS_FILE,
+                    help="prefix_aware arms: NAME PARAMS lines under [main] "
+                         "or [sensitivity] (default bench/arms.conf)")
+    ap.add_argument("--arm", action="append", default=[], metavar="'NAME PARAMS'",
+                    help="one more prefix_aware arm, run with the others, "
+                         "e.g. --arm 'pa_t20 threshold=20' (repeatable)")
     ap.add_argument("--closed", type=int, default=0,
                     help="closed loop with this many workers (run mode)")
     ap.add_argument("--instances", type=int, default=4)
     ap.add_argument("--base-port", type=int, default=18400,
-                    help="instances on base..base+N-1, the proxy on base+N "
-                         "(0: any free ports)")
+                    help="instances on base..base+N-1, the proxy on base+N; "
+                         "seed k of a multi-seed run on the k-th block of N+1 "
+                         "ports after (0: any free ports)")
     ap.add_argument("--kv-blocks", type=int)
     ap.add_argument("--time-scale", type=float)
     ap.add_argument("--pa-length", type=int, default=4096)
@@ -1144,22 +1638,26 @@ def main(argv=None):
     ap.add_argument("--slo", type=float, default=1.0,
                     help="P90 TTFT SLO for the sweep, model seconds")
     ap.add_argument("--keep-tmp", action="store_true")
-    ap.add_argument("--sensitivity", default="prefix_aware@threshold=4,"
-                    "prefix_aware@threshold=20,prefix_aware@threshold=40,"
-                    "prefix_aware@length=1024",
-                    help="bench: extra prefix_aware variants ('' for none)")
+    ap.add_argument("--sensitivity", default=None,
+                    help="bench: prefix_aware arms for the parameter tables "
+                         "(default: the arms file's [sensitivity] arms; '' "
+                         "for none)")
     ap.add_argument("--sensitivity-workloads", default="rag,templated")
     ap.set_defaults(sweep=None)
     opts = ap.parse_args(argv)
     preset = PRESETS[opts.mode]
     for k, v in preset.items():
-        if k in ("docs",):
-            continue
         if getattr(opts, k, None) is None:
             setattr(opts, k, v)
     if opts.sweep is None:
         opts.sweep = opts.mode == "bench"
     opts.sweep_mult = [float(x) for x in str(opts.sweep_mult).split(",")]
+    try:
+        opts.nseeds, opts.seed_list = parse_seeds(opts.seeds)
+        load_arms(opts.arms_file, opts.arm)
+    except ValueError as e:
+        sys.exit("run.py: %s" % e)
+    opts.cli_arms = [a.split(None, 1)[0] for a in opts.arm if a.split()]
     if not os.access(NGINX, os.X_OK):
         sys.exit("run.py: %s not found (apt-get install nginx)" % NGINX)
     t0 = time.monotonic()

@@ -103,6 +103,30 @@ class TestEngine(unittest.TestCase):
         self.assertEqual(inst.m["prefix_cache_queries"], 2 * s1.prompt_len)
         self.assertLess(s2.t_first - s2.t_arrival, s1.t_first - s1.t_arrival)
 
+    def test_idle_gap_not_credited(self):
+        # a request that arrives after a short idle gap takes its whole
+        # modelled prefill (the step loop used to credit the gap)
+        class Big(Args):
+            kv_blocks = 1024
+
+        async def go():
+            inst = llmsim.Instance("t", 0, Big())
+            task = asyncio.ensure_future(inst.run())
+            out = []
+            for i, gap in enumerate((0.1, 0.02, 0.03)):
+                await asyncio.sleep(gap)
+                data = (b"%d" % i) * 16000          # 4000 tokens, uncached
+                s = inst.submit(data[:16000], 1)
+                model = inst.step_time(
+                    [(llmsim.Seq(0, data[:16000], 1, 0.0), s.prompt_len)], [])
+                while not s.done:
+                    await asyncio.sleep(0.002)
+                out.append((s.t_first - s.t_arrival, model))
+            task.cancel()
+            return out
+        for ttft, model in asyncio.run(go()):
+            self.assertGreater(ttft, 0.95 * model)
+
     def test_cost_model(self):
         inst = llmsim.Instance("t", 0, Args())
         s = llmsim.Seq(1, b"x" * 16000, 10, 0.0)     # 4000 tokens
@@ -113,6 +137,74 @@ class TestEngine(unittest.TestCase):
         t_decode = inst.step_time([], [s])
         self.assertGreater(t_decode, 0.005)           # ~7 ms per token
         self.assertLess(t_decode, 0.010)
+
+
+class TestPooled(unittest.TestCase):
+    """--pooled: one KV cache shared by every instance of the process."""
+
+    class PArgs(Args):
+        kv_blocks = 32
+        pooled = True
+
+    def test_one_cache_of_all_capacities(self):
+        insts = llmsim.make_instances(["a", "b", "c"], [1, 2, 3], self.PArgs())
+        self.assertIs(insts[0].cache, insts[1].cache)
+        self.assertIs(insts[0].cache, insts[2].cache)
+        self.assertEqual(insts[0].cache.capacity, 3 * 32)
+        self.assertTrue(all(i.pooled for i in insts))
+
+        class Sep(Args):
+            kv_blocks = 32
+            pooled = False
+        sep = llmsim.make_instances(["a", "b"], [1, 2], Sep())
+        self.assertIsNot(sep[0].cache, sep[1].cache)
+        self.assertEqual(sep[0].cache.capacity, 32)
+        self.assertFalse(sep[0].pooled)
+
+    def _two(self, pooled):
+        class A(Args):
+            kv_blocks = 64
+        A.pooled = pooled
+
+        async def go():
+            a, b = llmsim.make_instances(["a", "b"], [1, 2], A())
+            tasks = [asyncio.ensure_future(i.run()) for i in (a, b)]
+            data = b"p" * 64 * 20 + b"q"            # 20 full blocks
+            s1 = a.submit(data, 2)
+            while not s1.done:
+                await asyncio.sleep(0.005)
+            s2 = b.submit(data, 2)                 # the other instance
+            while not s2.done:
+                await asyncio.sleep(0.005)
+            for t in tasks:
+                t.cancel()
+            return a, b, s1, s2
+        return asyncio.run(go())
+
+    def test_every_instance_hits_every_block(self):
+        a, b, s1, s2 = self._two(True)
+        self.assertEqual(s1.cached, 0)
+        self.assertEqual(s2.cached, 20 * 16)
+        self.assertEqual(b.m["prefix_cache_hits"], 320)
+        self.assertEqual(a.m["prefix_cache_hits"], 0)
+        # the hit costs instance b no prefill of the cached blocks
+        self.assertLess(b.m["prefill_tokens"], a.m["prefill_tokens"])
+
+    def test_separate_caches_miss(self):
+        a, b, s1, s2 = self._two(False)
+        self.assertEqual(s2.cached, 0)
+
+    def test_capacity_shared_with_running_requests(self):
+        # blocks held by one instance's running request are not evictable
+        # by another's
+        c = llmsim.KVCache(8)
+        insts = [llmsim.Instance(n, 0, Args(), cache=c) for n in "ab"]
+        s1 = llmsim.Seq(1, b"x" * 64 * 5 + b"y", 16, 0.0)   # 5 + 1 + 1 blocks
+        self.assertTrue(insts[0]._admit(s1))
+        s2 = llmsim.Seq(2, b"z" * 64 * 5 + b"y", 16, 0.0)
+        self.assertFalse(insts[1]._admit(s2))               # no room
+        insts[0]._finish(s1, 0.0)
+        self.assertTrue(insts[1]._admit(s2))
 
 
 class TestWorkloads(unittest.TestCase):
@@ -142,6 +234,235 @@ class TestWorkloads(unittest.TestCase):
         msgs = [json.loads(r.body)["messages"] for r in turns]
         for a, b in zip(msgs, msgs[1:]):
             self.assertEqual(b[:len(a)], a)
+
+
+class TestTenants(unittest.TestCase):
+    def setUp(self):
+        self.w = workloads.generate("tenants")
+        self.p = self.w.params
+        self.users = {}
+        for r in self.w.requests:
+            self.users.setdefault(r.session, []).append(r)
+
+    def test_few_long_system_prompts_many_users(self):
+        systems = {}
+        for r in self.w.requests:
+            m = json.loads(r.body)["messages"]
+            self.assertEqual(m[0]["role"], "system")
+            systems.setdefault(r.group, set()).add(m[0]["content"])
+        self.assertLessEqual(len(systems), self.p["tenants"])
+        self.assertGreaterEqual(len(systems), 2)
+        lo, hi = self.p["system_tokens"]
+        for g, texts in systems.items():
+            self.assertEqual(len(texts), 1, g)           # one prompt a tenant
+            n = len(next(iter(texts))) / workloads.BYTES_PER_TOKEN
+            self.assertGreater(n, lo)
+            self.assertLess(n, hi + 50)
+            # longer than prefix_aware's default length (4096 characters)
+            self.assertGreater(len(next(iter(texts))), 4096)
+        per_tenant = {}
+        for u, rs in self.users.items():
+            self.assertEqual(len(set(r.group for r in rs)), 1)
+            per_tenant.setdefault(rs[0].group, set()).add(u)
+        self.assertGreater(len(self.users), 3 * len(systems))
+        self.assertGreater(max(len(v) for v in per_tenant.values()), 5)
+
+    def test_history_grows_turn_by_turn(self):
+        ulo, uhi = self.p["user_tokens"]
+        alo, ahi = self.p["answer_tokens"]
+        deepest = 0
+        for u, rs in self.users.items():
+            rs.sort(key=lambda r: r.turn)
+            turns = [r.turn for r in rs]
+            self.assertEqual(turns, list(range(turns[0], turns[-1] + 1)))
+            self.assertLess(turns[-1], self.p["turns"][1])
+            deepest = max(deepest, turns[-1])
+            msgs = [json.loads(r.body)["messages"] for r in rs]
+            for r, m in zip(rs, msgs):
+                # system, then user/assistant pairs, then this turn's user
+                self.assertEqual(len(m), 2 + 2 * r.turn)
+                self.assertEqual([x["role"] for x in m[1:]],
+                                 ["user", "assistant"] * r.turn + ["user"])
+                self.assertTrue(alo <= r.max_tokens <= ahi)
+                n = len(m[-1]["content"]) / workloads.BYTES_PER_TOKEN
+                self.assertTrue(ulo <= n <= uhi + 5, n)
+            for a, b in zip(msgs, msgs[1:]):
+                self.assertEqual(b[:len(a)], a)          # a prefix of the next
+                self.assertEqual(len(b), len(a) + 2)
+        self.assertGreaterEqual(deepest, self.p["turns"][0] - 1)
+
+    def test_steady_offered_load(self):
+        rs = self.w.requests
+        self.assertEqual(len(rs), self.p["n"])
+        self.assertGreaterEqual(rs[0].t, 0.0)
+        span = rs[-1].t - rs[0].t
+        self.assertLess(abs(len(rs) / span / self.p["rate"] - 1), 0.3)
+        # the second half is as busy as the first
+        half = rs[len(rs) // 2].t
+        self.assertLess(abs(half / span - 0.5), 0.15)
+
+    def test_pooled_cache_matters(self):
+        # the working set fits in the four caches together, not in one
+        import run
+        one = run.ideal_hit_rate(self.w.requests, 2048)
+        four = run.ideal_hit_rate(self.w.requests, 4 * 2048)
+        self.assertGreater(four, 0.85)
+        self.assertGreater(four - one, 0.15)
+
+
+class Opts:
+    pa_length = 4096
+    pa_threshold = 10
+    pa_format = "auto"
+
+
+class TestArms(unittest.TestCase):
+    def setUp(self):
+        import run
+        self.run = run
+        self.saved = (dict(run.ARMS), {k: list(v) for k, v in run.ARM_GROUPS.items()})
+
+    def tearDown(self):
+        self.run.ARMS.clear()
+        self.run.ARMS.update(self.saved[0])
+        self.run.ARM_GROUPS.update(self.saved[1])
+
+    def test_parse(self):
+        arms, groups = self.run.parse_arms(
+            "# comment\npa_a  threshold=20   # why\n[sensitivity]\n"
+            "pa_b length=1024 index=off\n\n[main]\npa_c balance=1.25\n")
+        self.assertEqual(arms, {"pa_a": "threshold=20",
+                                "pa_b": "length=1024 index=off",
+                                "pa_c": "balance=1.25"})
+        self.assertEqual(groups, {"main": ["pa_a", "pa_c"],
+                                  "sensitivity": ["pa_b"]})
+        for bad in ("[other]\n", "pa_a x\npa_a y\n", "round_robin x=1\n",
+                    "pa;x a=1\n", "pa_x a=1;\n", "pa_x a={\n"):
+            with self.assertRaises(ValueError, msg=bad):
+                self.run.parse_arms(bad)
+
+    def test_the_repository_arms_file(self):
+        with open(self.run.ARMS_FILE) as f:
+            arms, groups = self.run.parse_arms(f.read())
+        self.assertIn("pa_threshold_20", groups["sensitivity"])
+
+    def test_merge(self):
+        m = self.run.merge_params
+        base = ["length=4096", "threshold=10", "format=auto"]
+        self.assertEqual(m(base, []), "length=4096 threshold=10 format=auto")
+        self.assertEqual(m(base, ["threshold=20", "index=off"]),
+                         "length=4096 threshold=20 format=auto index=off")
+        self.assertEqual(m(base, ["threshold="]), "length=4096 format=auto")
+        self.assertEqual(m(base, ["flag"]),
+                         "length=4096 threshold=10 format=auto flag")
+
+    def test_directives(self):
+        run = self.run
+        run.load_arms(None, ["pa_off index=off threshold=", "pa_t4 threshold=4"])
+        o = Opts()
+        self.assertEqual(run.pa_directive(o),
+                         "prefix_aware length=4096 threshold=10 format=auto;")
+        self.assertEqual(run.pa_directive(o, "pa_off"),
+                         "prefix_aware length=4096 format=auto index=off;")
+        self.assertEqual(run.pa_directive(o, "prefix_aware@threshold=20+length=2048"),
+                         "prefix_aware length=2048 threshold=20 format=auto;")
+        self.assertTrue(run.is_pa("pa_t4"))
+        self.assertTrue(run.is_pa("prefix_aware@threshold=4"))
+        self.assertFalse(run.is_pa("least_conn"))
+        self.assertFalse(run.is_pa("pooled"))
+        self.assertEqual(run.ARM_GROUPS["main"], ["pa_off", "pa_t4"])
+        self.assertIn("threshold=4", run.label("pa_t4"))
+        # the base arm can be redefined
+        run.load_arms(None, ["prefix_aware threshold=12"])
+        self.assertEqual(run.pa_directive(o),
+                         "prefix_aware length=4096 threshold=12 format=auto;")
+
+
+def fake(strategy, seed, **kw):
+    r = {"strategy": strategy, "seed": seed, "ok": 10, "n": 10,
+         "hit_rate": 0.3, "ttft_p50": 0.2, "ttft_p90": 1.0, "ttft_p99": 2.0,
+         "ttft_mean": 0.4, "balance_req": 1.0, "balance_peak": 1.0,
+         "req_per_s": 10.0, "out_tok_per_s": 1000.0}
+    r.update(kw)
+    return r
+
+
+class TestAggregate(unittest.TestCase):
+    def test_med_range(self):
+        import run
+        self.assertEqual(run.med_range([3, 1, 2]), (2, 1, 3))
+        self.assertEqual(run.med_range([4, 1, 2, 3]), (2.5, 1, 4))
+        self.assertEqual(run.med_range([None, float("nan"), 5]), (5, 5, 5))
+        self.assertIsNone(run.med_range([]))
+
+    def test_ratios_within_each_seed(self):
+        import run
+        seeds = []
+        # round robin's TTFT differs per seed; prefix_aware is half of it in
+        # every seed, the pooled bound a third
+        for seed, base in ((1, 0.2), (2, 0.4), (3, 0.8)):
+            seeds.append({"seed": seed, "ideal": 0.6, "results": [
+                fake("round_robin", seed, ttft_p50=base, hit_rate=0.3),
+                fake("prefix_aware", seed, ttft_p50=base / 2, hit_rate=0.45,
+                     ttft_p90=1.5 if seed == 3 else 1.1),
+                fake("pooled", seed, ttft_p50=base / 3, hit_rate=0.57)]})
+        agg = run.aggregate(seeds, ["round_robin", "prefix_aware", "pooled"])
+        pa = agg["prefix_aware"]
+        self.assertEqual(pa["ttft_p50"], (0.2, 0.1, 0.4))
+        for x in pa["ttft_p50_rr"]:
+            self.assertAlmostEqual(x, 0.5)
+        self.assertAlmostEqual(pa["ttft_p50_pooled"][0], 1.5)
+        self.assertAlmostEqual(pa["hit_of_ideal"][0], 0.75)
+        self.assertAlmostEqual(pa["hit_rate_rr"][0], 1.5)
+        self.assertEqual((pa["ok"], pa["n"], pa["seeds"]), (30, 30, 3))
+        self.assertAlmostEqual(agg["ideal"]["hit_rate"][0], 0.6)
+        # P90: 1.1 against the bound's 1.0 in two seeds, 1.5 in one
+        self.assertTrue(run.within_cell(pa, "ttft_p90").startswith("yes 1.10 (2/3)"))
+        self.assertTrue(run.within_cell(pa, "ttft_p50").startswith("no 1.50 (0/3)"))
+        t = run.agg_table(agg, ["round_robin", "prefix_aware", "pooled"])
+        self.assertIn("| 0.50 |", t)                  # P50 x RR, no range
+        self.assertIn("75%", t)
+        self.assertIn("bound", t)
+        self.assertIn("60.0%", t)                     # the ideal row
+        self.assertIn("0.133 (0.067..0.267)", run.agg_abs_table(agg, ["pooled"]))
+        self.assertEqual(run.fmt_mr((0.5, 0.4, 0.7)), "0.50 (0.40..0.70)")
+
+    def test_missing_baselines(self):
+        import run
+        agg = run.aggregate([{"seed": 1, "ideal": 0.5, "results": [
+            fake("prefix_aware", 1)]}], ["prefix_aware", "round_robin"])
+        self.assertNotIn("round_robin", agg)
+        self.assertIsNone(agg["prefix_aware"]["ttft_p50_rr"])
+        self.assertEqual(run.within_cell(agg["prefix_aware"], "ttft_p50"), "-")
+        run.agg_table(agg, ["prefix_aware"])
+
+    def test_ports_per_seed(self):
+        import run
+
+        class O:
+            instances = 4
+            base_port = 0
+        # free ports when there is no base
+        self.assertEqual(len(run.bench_ports(O(), 2)), 5)
+        O.base_port = 29100
+        if not all(run.port_free(p) for p in range(29100, 29115)):
+            self.skipTest("ports 29100..29114 busy")
+        self.assertEqual(run.bench_ports(O(), 0), list(range(29100, 29105)))
+        self.assertEqual(run.bench_ports(O(), 2), list(range(29110, 29115)))
+
+    def test_seeds(self):
+        import run
+        self.assertEqual(run.parse_seeds("3"), (3, None))
+        self.assertEqual(run.parse_seeds("4,9"), (0, [4, 9]))
+
+        class O:
+            seed_list = None
+            seed = None
+            nseeds = 3
+        self.assertEqual(run.seeds_for("rag", O()),
+                         [workloads.PARAMS["rag"]["seed"] + i for i in range(3)])
+        O.seed = 10
+        self.assertEqual(run.seeds_for("tenants", O()), [10, 11, 12])
 
 
 class TestIdeal(unittest.TestCase):

@@ -26,6 +26,12 @@ Workloads (the defaults are in PARAMS; docs/benchmarks.md has a table):
              file is edited between requests.
   short      short variable-length chat (ShareGPT-like lengths), little
              sharing.
+  tenants    a few long system prompts (2,000-6,000 tokens, longer than
+             prefix_aware's default length=4096 characters), each shared by
+             many users, every user in a multi-turn conversation whose
+             history grows (vLLM's multi-turn generator: 12..18 turns).
+             A key over the first 4096 characters sees one prefix per
+             tenant, while the reuse is per user.
 
 Client styles.  Real fleets mix SDKs that serialise the same request
 differently (key order, whitespace).  Each session or user is given a
@@ -104,6 +110,18 @@ PARAMS = {
         output_tokens=(150, 0.8, 8, 500),
         js_share=0.5,
     ),
+    "tenants": dict(
+        n=600, rate=16.0, seed=6,
+        tenants=4,               # system prompts, each shared by many users
+        system_tokens=(2000, 6000),   # uniform per tenant
+        zipf=0.8,                # tenant popularity (users per tenant)
+        turns=(12, 18),          # per user (vLLM's multi-turn generator)
+        user_tokens=(120, 160),
+        answer_tokens=(80, 120),
+        think=(1.0, 1.5),        # model seconds between two turns of a
+                                 # user: fixed (reading) + exponential mean
+        js_share=0.5,
+    ),
 }
 
 DESCRIPTIONS = {
@@ -114,6 +132,8 @@ DESCRIPTIONS = {
                  "short user messages",
     "code": "code completion: 40 files edited and completed at a moving cursor",
     "short": "short variable-length chat, ShareGPT-like lengths, little sharing",
+    "tenants": "multi-tenant chat: 4 system prompts of 2000-6000 tokens shared "
+               "by many users, each user 12-18 turns whose history grows",
 }
 
 
@@ -407,8 +427,59 @@ def gen_short(p):
     return reqs
 
 
+def gen_tenants(p):
+    """Users of a few tenants, each user a multi-turn conversation.
+
+    Tenant k has a system prompt of system_tokens (uniform); users pick a
+    tenant Zipf-popular.  A user's turn i sends [system, user 1, answer 1,
+    ..., user i]: the history grows by the previous answer and a new user
+    turn (user_tokens, answer_tokens), as vLLM's benchmarks/multi_turn
+    generator does.  Turns follow at think[0] + exp(think[1]) model
+    seconds.  group = tenant, session = user.
+
+    The stream is a window of a steady state: users arrive as a Poisson
+    process at rate / mean turns from one mean conversation length before
+    t = 0, and only requests at t >= 0 are sent, so that the offered load
+    is "rate" from the start and histories of every depth are present.  A
+    user who started before t = 0 sends a long history first that no cache
+    has seen (as after a restart); every strategy sees the same stream."""
+    rng = random.Random(p["seed"])
+    systems = []
+    for k in range(p["tenants"]):
+        systems.append("Tenant %d. You are the support assistant of tenant "
+                       "%d; follow its policies below.\n%s"
+                       % (k, k, text(rng, rng.randint(*p["system_tokens"]))))
+    pick = Zipf(p["tenants"], p["zipf"], rng)
+    mean_turns = sum(p["turns"]) / 2.0
+    user_rate = p["rate"] / mean_turns
+    fixed, think = p["think"]
+    horizon = p["n"] / p["rate"]
+    reqs = []
+    t0 = -mean_turns * (fixed + think)
+    uid = 0
+    while t0 < horizon or len(reqs) < p["n"]:
+        t0 += rng.expovariate(user_rate)
+        k = pick()
+        style = _style(rng, p)
+        msgs = [{"role": "system", "content": systems[k]}]
+        t = t0
+        for turn in range(rng.randint(*p["turns"])):
+            msgs = msgs + [{"role": "user", "content": "(user %d) %s" % (
+                uid, text(rng, rng.randint(*p["user_tokens"])))}]
+            out = rng.randint(*p["answer_tokens"])
+            if t >= 0:
+                reqs.append(Request(t, uid, turn, "/v1/chat/completions",
+                                    chat_body(msgs, out, style),
+                                    "tenant%d" % k, out, style))
+            msgs = msgs + [{"role": "assistant", "content": text(rng, out)}]
+            t += fixed + rng.expovariate(1.0 / think)
+        uid += 1
+    reqs.sort(key=lambda r: r.t)
+    return reqs[:p["n"]]
+
+
 GENERATORS = {"rag": gen_rag, "chat": gen_chat, "templated": gen_templated,
-              "code": gen_code, "short": gen_short}
+              "code": gen_code, "short": gen_short, "tenants": gen_tenants}
 NAMES = list(GENERATORS)
 
 

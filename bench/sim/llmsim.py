@@ -38,6 +38,15 @@ What is modelled (see docs/benchmarks.md for the calibration and sources):
   figures by the same factor.  llmsim:step_lag_seconds_total shows whether
   the simulator itself fell behind (it should stay near zero).
 
+* Pooled cache (--pooled).  All instances of the process share one KV
+  cache of --kv-blocks x instances blocks: every instance hits every
+  block any of them computed, and all share the capacity (running
+  requests' reservations included).  Each instance keeps its own
+  scheduler, batch and step loop.  This is the routing upper bound: no
+  router in front of separate caches can hit more than one cache of their
+  total size that every instance reads (run.py's "pooled" arm puts
+  least_conn in front of it).
+
 Endpoints: POST /v1/chat/completions, POST /v1/completions (SSE with
 "stream": true), POST /invocations (SageMaker; OpenAI chat or completion
 bodies, or {"inputs": ..., "parameters": {...}}, or any other bytes taken
@@ -46,7 +55,7 @@ POST /admin/reset (clears the cache and the peak gauges when idle).
 Every response carries "X-Instance: <name>".
 
 Usage: llmsim.py --ports 8001,8002,8003,8004 [--kv-blocks 4096]
-                 [--time-scale 1.0] [--names a,b,c,d]
+                 [--time-scale 1.0] [--names a,b,c,d] [--pooled]
 Standard library + aiohttp only.
 """
 
@@ -270,12 +279,15 @@ class Seq:
 
 
 class Instance:
-    def __init__(self, name, port, args):
+    def __init__(self, name, port, args, cache=None):
+        """cache: a KVCache shared with other instances (pooled mode), or
+        None for a private one of args.kv_blocks blocks."""
         self.name = name
         self.port = port
         self.args = args
         self.scale = args.time_scale
-        self.cache = KVCache(args.kv_blocks)
+        self.cache = cache if cache is not None else KVCache(args.kv_blocks)
+        self.pooled = cache is not None
         self.waiting = collections.deque()
         self.running = []
         self.wake = asyncio.Event()
@@ -325,7 +337,9 @@ class Instance:
                 return None     # can never fit
             return False
         c.acquire(seq.hashes[:hit])
+        ev = c.evictions
         c.reserve(need)
+        self.m["kv_evictions"] += c.evictions - ev
         seq.held = list(seq.hashes[:hit])
         seq.private = need
         seq.published_upto = hit
@@ -414,22 +428,29 @@ class Instance:
     async def run(self):
         loop = asyncio.get_running_loop()
         target = loop.time()
+        idle = True
         while True:
             if not self.running and not self.waiting:
                 self.wake.clear()
                 await self.wake.wait()
+                idle = True
             prefill, decoders = self._schedule()
             if not prefill and not decoders:
-                # nothing schedulable (waiting for blocks with nothing running
-                # cannot happen; aborted requests only): yield and retry
+                # nothing schedulable: aborted requests only, or (pooled
+                # cache) waiting for blocks that other instances hold:
+                # yield and retry
                 await asyncio.sleep(0.001)
+                idle = True
                 continue
             dt = self.step_time(prefill, decoders)
             # sleep to an absolute deadline, so that the event loop's timer
-            # granularity (~1 ms late per sleep) does not accumulate
+            # granularity (~1 ms late per sleep) does not accumulate; after
+            # an idle wait the deadlines start afresh (else the first steps
+            # after a short idle gap would be shortened by the gap)
             t = loop.time()
-            if t - target > 0.05:
+            if idle or t - target > 0.05:
                 target = t          # idle or far behind: start afresh
+                idle = False
             target += dt * self.scale
             wait = target - t
             if wait > 0:
@@ -529,8 +550,11 @@ class Instance:
               "KV cache capacity in 16-token blocks.")
         counter("llmsim:prefill_tokens", m["prefill_tokens"],
                 "Prompt tokens computed (cache misses).")
-        counter("llmsim:kv_evictions", self.cache.evictions,
-                "Cached blocks evicted.")
+        gauge("llmsim:kv_cache_pooled", int(self.pooled),
+              "1 if this instance shares one KV cache with the others of "
+              "the process (--pooled; kv_cache_blocks is then the pool's).")
+        counter("llmsim:kv_evictions", m["kv_evictions"],
+                "Cached blocks evicted to admit this instance's requests.")
         counter("llmsim:busy_seconds", "%.6f" % m["busy_seconds"],
                 "Model seconds spent in steps.")
         counter("llmsim:step_lag_seconds", "%.6f" % m["step_lag_seconds"],
@@ -724,6 +748,15 @@ def make_app(inst, args):
     return app
 
 
+def make_instances(names, ports, args):
+    """One Instance per port; with args.pooled they share one KVCache of
+    args.kv_blocks x instances blocks."""
+    pool = (KVCache(args.kv_blocks * len(ports))
+            if getattr(args, "pooled", False) else None)
+    return [Instance(name, port, args, cache=pool)
+            for name, port in zip(names, ports)]
+
+
 async def amain(args):
     ports = [int(p) for p in args.ports.split(",") if p]
     names = args.names.split(",") if args.names else [str(p) for p in ports]
@@ -731,8 +764,10 @@ async def amain(args):
         sys.exit("llmsim: --names and --ports differ in length")
     runners = []
     tasks = []
-    for name, port in zip(names, ports):
-        inst = Instance(name, port, args)
+    insts = make_instances(names, ports, args)
+    pool = insts[0].cache if args.pooled and insts else None
+    for inst in insts:
+        port = inst.port
         app = make_app(inst, args)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
@@ -745,9 +780,11 @@ async def amain(args):
     loop = asyncio.get_running_loop()
     for s in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(s, stop.set)
-    print("llmsim: %d instance(s) on %s:%s, kv %d blocks, time scale %g, pid %d"
-          % (len(ports), args.host, args.ports, args.kv_blocks, args.time_scale,
-             os.getpid()), flush=True)
+    print("llmsim: %d instance(s) on %s:%s, kv %d blocks%s, time scale %g, "
+          "pid %d" % (len(ports), args.host, args.ports, args.kv_blocks,
+                      " each, pooled: one cache of %d" % pool.capacity
+                      if pool else "", args.time_scale, os.getpid()),
+          flush=True)
     if args.max_seconds > 0:
         try:
             await asyncio.wait_for(stop.wait(), args.max_seconds)
@@ -770,6 +807,9 @@ def main(argv=None):
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--kv-blocks", type=int, default=4096,
                     help="KV cache capacity per instance, 16-token blocks")
+    ap.add_argument("--pooled", action="store_true",
+                    help="all instances share one KV cache of kv-blocks x "
+                         "instances blocks (the routing upper bound)")
     ap.add_argument("--time-scale", type=float, default=1.0,
                     help="wall seconds per model second")
     ap.add_argument("--max-batched-tokens", type=int, default=8192)
