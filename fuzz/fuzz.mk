@@ -2,7 +2,10 @@
 #
 #   make fuzz            libFuzzer on src/pa_openai.c for FUZZ_SECONDS (60)
 #   make fuzz-smoke      the same for 10 seconds; fails on a crash
-#   make bench-extract   throughput of the OpenAI extractor, in MB/s
+#   make fuzz-diff       libFuzzer on src/pa_openai.c against the yajl-based
+#                        extractor it replaced (from git, FUZZ_REF), for
+#                        FUZZ_SECONDS: both must give the same key
+#   make bench-extract   throughput and memory of the OpenAI extractor
 #
 # The seed corpus fuzz/corpus/openai is only read: new inputs go to
 # $(BUILD)/fuzz/corpus.  A crash is written to fuzz/corpus/openai/crash-*
@@ -15,8 +18,8 @@ FUZZ_CFLAGS     = -std=c99 -O1 -g -fno-omit-frame-pointer -It/unit \
                   -fsanitize=fuzzer,address,undefined \
                   -fno-sanitize-recover=all \
                   -D_POSIX_C_SOURCE=200809L -Isrc
-FUZZ_SRC        = src/pa_openai.c src/pa_yajl.c
-FUZZ_HDR        = src/pa_openai.h src/pa_yajl.h t/unit/arena.h
+FUZZ_SRC        = src/pa_openai.c
+FUZZ_HDR        = src/pa_openai.h src/pa_xxhash.h t/unit/arena.h
 FUZZ_BIN        = $(BUILD)/fuzz/fuzz_openai
 FUZZ_SEEDS      = fuzz/corpus/openai
 FUZZ_WORK       = $(BUILD)/fuzz/corpus
@@ -24,17 +27,26 @@ FUZZ_RUN        = $(FUZZ_BIN) -dict=fuzz/openai.dict -max_len=8192 \
                   -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
                   -artifact_prefix=$(FUZZ_SEEDS)/ $(FUZZ_WORK) $(FUZZ_SEEDS)
 
+# the last commit with the yajl-based extractor, and its functions renamed
+FUZZ_REF        = 73fd41b635bf36d949324227864bd32bbe282e6d
+FUZZ_REF_DIR    = $(BUILD)/fuzz/ref
+FUZZ_REF_NAMES  = -Dpa_oai_create=ref_oai_create -Dpa_oai_feed=ref_oai_feed \
+                  -Dpa_oai_finish=ref_oai_finish \
+                  -Dpa_oai_status_name=ref_oai_status_name \
+                  -Dpa_yajl_funcs=ref_yajl_funcs
+FUZZ_DIFF_BIN   = $(BUILD)/fuzz/fuzz_openai_diff
+FUZZ_DIFF_WORK  = $(BUILD)/fuzz/corpus-diff
+
 BENCH_EXTRACT_BIN = $(BUILD)/bench/bench_extract
 
-.PHONY: fuzz fuzz-smoke fuzz-deps bench-extract
+.PHONY: fuzz fuzz-smoke fuzz-deps fuzz-diff bench-extract
 
 fuzz-deps:
 	@$(call deps,clang libclang-rt-14-dev libyajl-dev libxxhash-dev)
 
 $(FUZZ_BIN): fuzz/fuzz_openai.c $(FUZZ_SRC) $(FUZZ_HDR) | fuzz-deps
 	@mkdir -p $(BUILD)/fuzz
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_openai.c $(FUZZ_SRC) \
-	    -lyajl
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_openai.c $(FUZZ_SRC)
 
 fuzz: $(FUZZ_BIN)
 	@mkdir -p $(FUZZ_WORK)
@@ -49,6 +61,30 @@ fuzz-smoke: $(FUZZ_BIN)
 	else \
 	    cat $(BUILD)/fuzz/smoke.log; echo "fuzz-smoke: failed"; exit 1; \
 	fi
+
+# its own header comes first: the files are in one directory
+$(FUZZ_REF_DIR)/ref.o: | fuzz-deps
+	@mkdir -p $(FUZZ_REF_DIR)
+	for f in pa_openai.c pa_openai.h pa_yajl.c pa_yajl.h; do \
+	    git show $(FUZZ_REF):src/$$f >$(FUZZ_REF_DIR)/$$f || exit 1; \
+	done
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_REF_NAMES) -c \
+	    -o $(FUZZ_REF_DIR)/openai.o $(FUZZ_REF_DIR)/pa_openai.c
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_REF_NAMES) -c \
+	    -o $(FUZZ_REF_DIR)/yajl.o $(FUZZ_REF_DIR)/pa_yajl.c
+	ld -r -o $@ $(FUZZ_REF_DIR)/openai.o $(FUZZ_REF_DIR)/yajl.o
+
+$(FUZZ_DIFF_BIN): fuzz/fuzz_openai_diff.c $(FUZZ_SRC) $(FUZZ_HDR) \
+                  $(FUZZ_REF_DIR)/ref.o | fuzz-deps
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_openai_diff.c $(FUZZ_SRC) \
+	    $(FUZZ_REF_DIR)/ref.o -lyajl
+
+fuzz-diff: $(FUZZ_DIFF_BIN)
+	@mkdir -p $(FUZZ_DIFF_WORK)
+	$(FUZZ_DIFF_BIN) -dict=fuzz/openai.dict -max_len=8192 -timeout=10 \
+	    -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_SEEDS)/ -max_total_time=$(FUZZ_SECONDS) \
+	    $(FUZZ_DIFF_WORK) $(FUZZ_SEEDS)
 
 $(BENCH_EXTRACT_BIN): bench/bench_extract.c $(FUZZ_SRC) $(FUZZ_HDR) | deps
 	@mkdir -p $(BUILD)/bench

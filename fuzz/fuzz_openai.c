@@ -123,7 +123,7 @@ f_run(const uint8_t *data, size_t size, size_t length, size_t cap,
     }
 
     if (cap == 0) {
-        cap = PA_OAI_SCAN_BASE + 4 * length;
+        cap = size;
     }
 
     rc = PA_OAI_MORE;

@@ -2,9 +2,9 @@
 /*
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
- * The key of an OpenAI-compatible request body, read with yajl's callback
- * parser buffer by buffer; no tree is built, and no more text is copied
- * than the key needs.
+ * The key of an OpenAI-compatible request body, read by a streaming JSON
+ * scanner buffer by buffer: no tree is built, no string is kept whole,
+ * and no more text is copied than the key needs.
  *
  * The text of the key is, in order of the body: for each element of the
  * top-level "messages", its "role" then each piece of its "content" (a
@@ -22,28 +22,41 @@
  * "role" and "content" does not matter either.  Of a top-level field
  * given twice, the last counts, as in most JSON readers.
  *
- * yajl does not check what its allocator returns: an allocation that
- * fails inside yajl longjmp()s (see pa_yajl.c) back to the pa_oai_*()
- * function that called yajl, and the extractor falls back with
- * PA_OAI_NOMEM.  All memory belongs to the caller's allocator, so nothing
- * is lost.
+ * Strings are read in pieces as the buffers bring them: text goes to
+ * the key's hash as it comes, "model" and "cache_salt" to a hash of
+ * their own, of "prompt_cache_key" and of object keys at most 64 bytes
+ * are kept, and anything else is only checked.  So neither the memory
+ * nor the key depends on how long a string is, and each byte is looked
+ * at once (8 at a time in runs of plain ASCII).  The body is read to its
+ * end unless the key is complete before: the text has "length"
+ * characters and "model", "cache_salt" and "prompt_cache_key" were seen.
+ * As far as it is read, it must be JSON (RFC 8259, UTF-8 as in RFC 3629:
+ * no overlong forms, surrogates or code points above U+10FFFF), an object
+ * at the top, no deeper than PA_OAI_MAX_DEPTH.
+ *
+ * The key is the one the yajl-based reader of earlier releases gave, to
+ * the bit, so routes do not move on an upgrade (make fuzz-diff compares
+ * the two).  This keeps yajl 2.1's ways of reading JSON: \v and \f
+ * count as white space; a high surrogate escape takes any \u escape
+ * after it as its low half, and one followed by anything else reads as
+ * "?" (a lone low surrogate is not UTF-8: not JSON); the end of the body
+ * is a space, and within a string after the top value it is not garbage.
  */
 
 
-#include <setjmp.h>
 #include <string.h>
-
-#include <yajl/yajl_parse.h>
 
 #include "pa_xxhash.h"
 
 #include "pa_openai.h"
-#include "pa_yajl.h"
 
 
 #define PA_OAI_SEP_ROLE    0x1e
 #define PA_OAI_SEP_PIECE   0x1f
 #define PA_OAI_SEP_TOKEN   0x1d
+
+/* kept of a "prompt_cache_key" or an object key; sizeof(res->pck) */
+#define PA_OAI_BUF         64
 
 
 typedef enum {
@@ -92,23 +105,78 @@ typedef enum {
 } pa_oai_slot_e;
 
 
+/* where the scanner is */
+typedef enum {
+    PA_L_VALUE = 0,            /* a value */
+    PA_L_FIRST,                /* after "[": a value or "]" */
+    PA_L_KEY_FIRST,            /* after "{": a key or "}" */
+    PA_L_KEY,                  /* after "," in an object: a key */
+    PA_L_COLON,
+    PA_L_NEXT,                 /* after a value in a container */
+    PA_L_END,                  /* after the top-level value */
+    PA_L_STRING,
+    PA_L_ESCAPE,               /* after "\" */
+    PA_L_HEX,                  /* in the 4 digits of "\u" */
+    PA_L_LOW,                  /* after a high surrogate: "\"? */
+    PA_L_LOW_U,                /* after a high surrogate and "\": "u"? */
+    PA_L_NUMBER,
+    PA_L_LITERAL
+} pa_oai_lex_e;
+
+
+/* where a number is: JSON's grammar; ZERO, INT, FRAC and EXP may end it */
+typedef enum {
+    PA_N_START = 0,
+    PA_N_MINUS,
+    PA_N_ZERO,
+    PA_N_INT,
+    PA_N_DOT,
+    PA_N_FRAC,
+    PA_N_E,
+    PA_N_SIGN,
+    PA_N_EXP
+} pa_oai_num_e;
+
+
+/* where the bytes of a string or number go */
+typedef enum {
+    PA_K_SKIP = 0,
+    PA_K_TEXT,                 /* the key's text */
+    PA_K_PEND,                 /* content before the role */
+    PA_K_FIELD,                /* the hash of model or cache_salt */
+    PA_K_BUF                   /* x->buf: a key or prompt_cache_key */
+} pa_oai_sink_e;
+
+
+/* what a string or number value does for the key */
+typedef enum {
+    PA_V_NONE = 0,
+    PA_V_ROLE,
+    PA_V_PIECE,
+    PA_V_PEND
+} pa_oai_val_e;
+
+
 typedef struct {
     unsigned char        kind;      /* pa_oai_frame_e */
     unsigned char        slot;      /* pa_oai_slot_e */
+    unsigned char        array;
 } pa_oai_frame_t;
 
 
 struct pa_oai_s {
     XXH3_state_t        *text;
-    yajl_handle          yajl;
-    yajl_alloc_funcs     yajl_funcs;
-    pa_yajl_mem_t        mem;
+    XXH3_state_t        *field;     /* model or cache_salt being read */
+    pa_alloc_t           alloc;
+
+    pa_oai_text_pt       hook;
+    void                *hook_ctx;
 
     size_t               length;
     size_t               cap;
     size_t               chars;
     size_t               scanned;
-    size_t               pieces;       /* content/prompt pieces hashed */
+    size_t               pieces;       /* content/prompt pieces begun */
     size_t               depth;
 
     uint64_t             model;
@@ -117,17 +185,50 @@ struct pa_oai_s {
     pa_oai_status_e      status;
     pa_oai_rc_e          rc;
 
-    /* content of the current message seen before its role */
+    /*
+     * content of the current message seen before its role: records of
+     * a size_t length, a size_t count of separators after it, and its
+     * bytes; empty pieces only add to the count, so that there are no
+     * more records than characters wanted
+     */
     unsigned char       *pend;
     size_t               pend_len;
     size_t               pend_size;
     size_t               pend_chars;
+    size_t               pend_rec;     /* the open record */
+    size_t               pend_last;    /* the last closed one, + 1 */
+
+    /* the scanner: a string, an escape, a number, a literal */
+    uint32_t             cp;
+    uint32_t             hi;           /* high surrogate waiting */
+    const char          *lit;
+
+    unsigned char        state;        /* pa_oai_lex_e */
+    unsigned char        num;          /* pa_oai_num_e */
+    unsigned char        sink;         /* pa_oai_sink_e */
+    unsigned char        val;          /* pa_oai_val_e */
+    unsigned char        type;         /* pa_oai_type_e of a literal */
+    unsigned char        hex;          /* digits of \u read */
+    unsigned char        lit_pos;
+
+    /* a UTF-8 character split between buffers */
+    unsigned char        u_need;
+    unsigned char        u_lo;
+    unsigned char        u_hi;
+    unsigned char        carry_len;
+    unsigned char        carry[4];
+
+    size_t               buf_len;
+    unsigned char        buf[PA_OAI_BUF];
 
     size_t               pck_len;
-    unsigned char        pck[64];
+    unsigned char        pck[PA_OAI_BUF];
 
     unsigned             done:1;
     unsigned             has_text:1;   /* messages or prompt seen */
+    unsigned             in_key:1;
+    unsigned             trail:1;      /* a string after the top value */
+    unsigned             buf_bad:1;    /* a byte of buf not 0x20..0x7e */
     unsigned             role_seen:1;
     unsigned             model_seen:1;
     unsigned             model_str:1;
@@ -138,57 +239,47 @@ struct pa_oai_s {
     unsigned             pck_invalid:1;
 
     pa_oai_frame_t       frames[PA_OAI_MAX_DEPTH];
-
-    jmp_buf              jmp;
 };
 
 
-static int pa_oai_null(void *ctx);
-static int pa_oai_boolean(void *ctx, int value);
-static int pa_oai_number(void *ctx, const char *s, size_t n);
-static int pa_oai_string(void *ctx, const unsigned char *s, size_t n);
-static int pa_oai_start_map(void *ctx);
-static int pa_oai_map_key(void *ctx, const unsigned char *s, size_t n);
-static int pa_oai_start_array(void *ctx);
-static int pa_oai_end(void *ctx);
+static const unsigned char *pa_oai_scan(pa_oai_t *x, const unsigned char *p,
+    const unsigned char *last);
+static const unsigned char *pa_oai_token(pa_oai_t *x,
+    const unsigned char *p);
+static const unsigned char *pa_oai_string(pa_oai_t *x,
+    const unsigned char *p, const unsigned char *last);
+static const unsigned char *pa_oai_escape(pa_oai_t *x,
+    const unsigned char *p);
+static void pa_oai_code_point(pa_oai_t *x);
+static const unsigned char *pa_oai_number(pa_oai_t *x,
+    const unsigned char *p, const unsigned char *last);
+static void pa_oai_data(pa_oai_t *x, const unsigned char *s, size_t n);
 
-static int pa_oai_value(pa_oai_t *x, pa_oai_type_e type,
-    const unsigned char *s, size_t n);
+static void pa_oai_open(pa_oai_t *x, pa_oai_type_e type);
+static void pa_oai_close(pa_oai_t *x);
+static void pa_oai_begin(pa_oai_t *x, pa_oai_type_e type);
+static void pa_oai_end(pa_oai_t *x, pa_oai_type_e type);
+static void pa_oai_key(pa_oai_t *x);
+static void pa_oai_next(pa_oai_t *x);
 static pa_oai_slot_e pa_oai_key_slot(pa_oai_frame_e kind,
     const unsigned char *s, size_t n);
-static int pa_oai_push(pa_oai_t *x, pa_oai_frame_e kind);
-static int pa_oai_fail(pa_oai_t *x, pa_oai_status_e status);
-static int pa_oai_go_on(pa_oai_t *x);
+static void pa_oai_fail(pa_oai_t *x, pa_oai_status_e status);
 
-static void pa_oai_role(pa_oai_t *x, const unsigned char *s, size_t n);
-static int pa_oai_content(pa_oai_t *x, const unsigned char *s, size_t n);
 static void pa_oai_message_end(pa_oai_t *x);
+static void pa_oai_pend_open(pa_oai_t *x);
+static void pa_oai_pend(pa_oai_t *x, const unsigned char *s, size_t n);
+static void pa_oai_pend_close(pa_oai_t *x);
+static int pa_oai_pend_grow(pa_oai_t *x, size_t need);
 static void pa_oai_flush(pa_oai_t *x);
-static void pa_oai_piece(pa_oai_t *x, const unsigned char *s, size_t n,
-    unsigned char sep);
-static void pa_oai_pck(pa_oai_t *x, const unsigned char *s, size_t n);
+static void pa_oai_pck(pa_oai_t *x);
 
 static void pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n);
-static void pa_oai_sep(pa_oai_t *x, unsigned char sep);
+static void pa_oai_sep(pa_oai_t *x, unsigned char sep, size_t n);
 static size_t pa_oai_cut(const unsigned char *s, size_t n, size_t want,
     size_t *chars);
-static int pa_oai_utf8(const unsigned char *s, size_t n);
-static void *pa_oai_palloc(pa_oai_t *x, size_t size);
 
 
-static const yajl_callbacks  pa_oai_callbacks = {
-    pa_oai_null,
-    pa_oai_boolean,
-    NULL,                       /* integer: the number callback gets all */
-    NULL,                       /* double */
-    pa_oai_number,
-    pa_oai_string,
-    pa_oai_start_map,
-    pa_oai_map_key,
-    pa_oai_end,
-    pa_oai_start_array,
-    pa_oai_end
-};
+static const unsigned char  pa_oai_space[] = " ";
 
 
 pa_oai_t *
@@ -209,54 +300,44 @@ pa_oai_create(const pa_alloc_t *alloc, size_t length, size_t scan_cap)
 
     memset(x, 0, sizeof(pa_oai_t));
 
-    x->mem.alloc = *alloc;
-    x->mem.jmp = &x->jmp;
+    x->alloc = *alloc;
     x->length = length;
-
-    if (scan_cap == 0) {
-        scan_cap = (length > (SIZE_MAX - PA_OAI_SCAN_BASE) / 4)
-                   ? SIZE_MAX : PA_OAI_SCAN_BASE + 4 * length;
-    }
-
-    x->cap = scan_cap;
+    x->cap = (scan_cap == 0) ? (size_t) -1 : scan_cap;
     x->status = PA_OAI_OK;
     x->rc = PA_OAI_MORE;
+    x->state = PA_L_VALUE;
 
-    /* the state wants 64-byte alignment, SSE2 code needs 16 at least */
+    /* the states want 64-byte alignment, SSE2 code needs 16 at least */
 
-    p = alloc->alloc(alloc->ctx, sizeof(XXH3_state_t) + 64);
+    p = alloc->alloc(alloc->ctx, 2 * sizeof(XXH3_state_t) + 64);
     if (p == NULL) {
         return NULL;
     }
 
     a = ((uintptr_t) p + 63) & ~(uintptr_t) 63;
     x->text = (XXH3_state_t *) (p + (a - (uintptr_t) p));
+    x->field = x->text + 1;
 
     XXH3_INITSTATE(x->text);
+    XXH3_INITSTATE(x->field);
     XXH3_64bits_reset(x->text);
 
-    pa_yajl_funcs(&x->yajl_funcs, &x->mem);
-
-    if (setjmp(x->jmp) != 0) {
-        return NULL;
-    }
-
-    /* strings stay validated: invalid UTF-8 is a parse error */
-
-    x->yajl = yajl_alloc(&pa_oai_callbacks, &x->yajl_funcs, x);
-    if (x->yajl == NULL) {
-        return NULL;
-    }
-
     return x;
+}
+
+
+void
+pa_oai_text_hook(pa_oai_t *x, pa_oai_text_pt text, void *ctx)
+{
+    x->hook = text;
+    x->hook_ctx = ctx;
 }
 
 
 pa_oai_rc_e
 pa_oai_feed(pa_oai_t *x, const unsigned char *p, size_t n)
 {
-    size_t       m;
-    yajl_status  st;
+    size_t  m;
 
     if (x->rc != PA_OAI_MORE) {
         return x->rc;
@@ -269,17 +350,7 @@ pa_oai_feed(pa_oai_t *x, const unsigned char *p, size_t n)
     }
 
     if (m > 0) {
-
-        if (setjmp(x->jmp) != 0) {
-            x->status = PA_OAI_NOMEM;
-            x->rc = PA_OAI_FALLBACK;
-            return x->rc;
-        }
-
-        st = yajl_parse(x->yajl, p, m);
-
-        x->scanned += (st == yajl_status_ok)
-                      ? m : yajl_get_bytes_consumed(x->yajl);
+        x->scanned += pa_oai_scan(x, p, p + m) - p;
 
         if (x->status != PA_OAI_OK) {
             x->rc = PA_OAI_FALLBACK;
@@ -288,12 +359,6 @@ pa_oai_feed(pa_oai_t *x, const unsigned char *p, size_t n)
 
         if (x->done) {
             x->rc = PA_OAI_DONE;
-            return x->rc;
-        }
-
-        if (st != yajl_status_ok) {
-            x->status = PA_OAI_NOT_JSON;
-            x->rc = PA_OAI_FALLBACK;
             return x->rc;
         }
     }
@@ -319,24 +384,24 @@ pa_oai_feed(pa_oai_t *x, const unsigned char *p, size_t n)
 void
 pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res)
 {
-    uint64_t     v[4];
-    yajl_status  st;
+    uint64_t  v[4];
 
     memset(res, 0, sizeof(pa_oai_result_t));
 
     if (x->rc == PA_OAI_MORE) {
 
-        if (setjmp(x->jmp) == 0) {
-            st = yajl_complete_parse(x->yajl);
+        /*
+         * the end of the body is a space, as yajl_complete_parse() made
+         * it: it ends a number there, and a string after the top value
+         * is not garbage if the space can be part of it
+         */
 
-            if (x->status == PA_OAI_OK && !x->done
-                && st != yajl_status_ok)
-            {
-                x->status = PA_OAI_NOT_JSON;
-            }
+        (void) pa_oai_scan(x, pa_oai_space, pa_oai_space + 1);
 
-        } else {
-            x->status = PA_OAI_NOMEM;
+        if (x->status == PA_OAI_OK && !x->done && x->state != PA_L_END
+            && !(x->trail && x->state == PA_L_STRING))
+        {
+            x->status = PA_OAI_NOT_JSON;
         }
 
         if (x->status == PA_OAI_OK && !x->has_text) {
@@ -395,102 +460,746 @@ pa_oai_status_name(pa_oai_status_e status)
 }
 
 
-/* yajl's callbacks */
+/* the scanner: returns where it stopped, at "last" unless done or failed */
 
-static int
-pa_oai_null(void *ctx)
+static const unsigned char *
+pa_oai_scan(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
 {
-    return pa_oai_value(ctx, PA_T_NULL, NULL, 0);
-}
+    unsigned  c;
 
+    while (p < last) {
 
-static int
-pa_oai_boolean(void *ctx, int value)
-{
-    return pa_oai_value(ctx, PA_T_BOOL, NULL, 0);
-}
+        switch (x->state) {
 
+        case PA_L_STRING:
+            p = pa_oai_string(x, p, last);
+            break;
 
-static int
-pa_oai_number(void *ctx, const char *s, size_t n)
-{
-    return pa_oai_value(ctx, PA_T_NUMBER, (const unsigned char *) s, n);
-}
+        case PA_L_ESCAPE:
+        case PA_L_HEX:
+        case PA_L_LOW:
+        case PA_L_LOW_U:
+            p = pa_oai_escape(x, p);
+            break;
 
+        case PA_L_NUMBER:
+            p = pa_oai_number(x, p, last);
+            break;
 
-static int
-pa_oai_string(void *ctx, const unsigned char *s, size_t n)
-{
-    if (!pa_oai_utf8(s, n)) {
-        return pa_oai_fail(ctx, PA_OAI_NOT_JSON);
+        case PA_L_LITERAL:
+            if (*p != (unsigned char) x->lit[x->lit_pos]) {
+                pa_oai_fail(x, PA_OAI_NOT_JSON);
+                break;
+            }
+
+            p++;
+
+            if (x->lit[++x->lit_pos] == '\0') {
+                pa_oai_end(x, x->type);
+            }
+
+            break;
+
+        default:
+            c = *p;
+
+            /* yajl's white space, which has \v and \f */
+
+            if (c == ' ' || (c >= '\t' && c <= '\r')) {
+                p++;
+                continue;
+            }
+
+            p = pa_oai_token(x, p);
+            break;
+        }
+
+        if (x->status != PA_OAI_OK || x->done) {
+            break;
+        }
     }
 
-    return pa_oai_value(ctx, PA_T_STRING, s, n);
+    return p;
 }
 
 
-static int
-pa_oai_start_map(void *ctx)
+/* a byte that starts or ends something, outside strings and numbers */
+
+static const unsigned char *
+pa_oai_token(pa_oai_t *x, const unsigned char *p)
 {
-    return pa_oai_value(ctx, PA_T_MAP, NULL, 0);
-}
-
-
-static int
-pa_oai_start_array(void *ctx)
-{
-    return pa_oai_value(ctx, PA_T_ARRAY, NULL, 0);
-}
-
-
-static int
-pa_oai_map_key(void *ctx, const unsigned char *s, size_t n)
-{
-    pa_oai_t        *x = ctx;
+    unsigned         c;
     pa_oai_frame_t  *f;
 
-    if (!pa_oai_utf8(s, n)) {
-        return pa_oai_fail(x, PA_OAI_NOT_JSON);
+    c = *p;
+
+    switch (x->state) {
+
+    case PA_L_FIRST:
+        if (c == ']') {
+            pa_oai_close(x);
+            return p + 1;
+        }
+
+        /* fall through */
+
+    case PA_L_VALUE:
+        switch (c) {
+
+        case '{':
+            pa_oai_open(x, PA_T_MAP);
+            return p + 1;
+
+        case '[':
+            pa_oai_open(x, PA_T_ARRAY);
+            return p + 1;
+
+        case '"':
+            pa_oai_begin(x, PA_T_STRING);
+            x->in_key = 0;
+            x->state = PA_L_STRING;
+            return p + 1;
+
+        case 't':
+            x->lit = "true";
+            x->type = PA_T_BOOL;
+            break;
+
+        case 'f':
+            x->lit = "false";
+            x->type = PA_T_BOOL;
+            break;
+
+        case 'n':
+            x->lit = "null";
+            x->type = PA_T_NULL;
+            break;
+
+        default:
+            if (c == '-' || (c >= '0' && c <= '9')) {
+                pa_oai_begin(x, PA_T_NUMBER);
+                x->num = PA_N_START;
+                x->state = PA_L_NUMBER;
+                return p;
+            }
+
+            pa_oai_fail(x, PA_OAI_NOT_JSON);
+            return p;
+        }
+
+        pa_oai_begin(x, x->type);
+        x->lit_pos = 1;
+        x->state = PA_L_LITERAL;
+        return p + 1;
+
+    case PA_L_KEY_FIRST:
+        if (c == '}') {
+            pa_oai_close(x);
+            return p + 1;
+        }
+
+        /* fall through */
+
+    case PA_L_KEY:
+        if (c != '"') {
+            break;
+        }
+
+        x->in_key = 1;
+        x->sink = PA_K_BUF;
+        x->buf_len = 0;
+        x->state = PA_L_STRING;
+        return p + 1;
+
+    case PA_L_COLON:
+        if (c != ':') {
+            break;
+        }
+
+        x->state = PA_L_VALUE;
+        return p + 1;
+
+    case PA_L_NEXT:
+        f = &x->frames[x->depth - 1];
+
+        if (c == ',') {
+            x->state = f->array ? PA_L_VALUE : PA_L_KEY;
+            return p + 1;
+        }
+
+        if (c == (f->array ? ']' : '}')) {
+            pa_oai_close(x);
+            return p + 1;
+        }
+
+        break;
+
+    default: /* PA_L_END */
+
+        /*
+         * yajl takes the end of the body within a string after the top
+         * value as the end of the body: only a complete one is garbage
+         */
+
+        if (c != '"') {
+            break;
+        }
+
+        x->trail = 1;
+        x->in_key = 0;
+        x->sink = PA_K_SKIP;
+        x->state = PA_L_STRING;
+        return p + 1;
     }
 
-    f = &x->frames[x->depth - 1];
-    f->slot = pa_oai_key_slot(f->kind, s, n);
+    pa_oai_fail(x, PA_OAI_NOT_JSON);
 
-    return 1;
+    return p;
 }
 
 
-static int
-pa_oai_end(void *ctx)
+/*
+ * "a" is a byte that a string cannot simply go on with: '"', '\', a
+ * control character, or one above 0x7f (UTF-8 to check); 0 if none of
+ * the 8 bytes is.  A borrow can only flag a byte above one that is.
+ */
+
+#define pa_oai_bytes(b)    (0x0101010101010101ULL * (b))
+#define pa_oai_zero(v)     (((v) - pa_oai_bytes(0x01)) & ~(v))
+#define pa_oai_special(w)                                                     \
+    ((pa_oai_zero((w) ^ pa_oai_bytes('"'))                                    \
+      | pa_oai_zero((w) ^ pa_oai_bytes('\\'))                                 \
+      | (((w) - pa_oai_bytes(0x20)) & ~(w))                                   \
+      | (w))                                                                  \
+     & pa_oai_bytes(0x80))
+
+
+/*
+ * in a string: runs of plain bytes are checked as UTF-8 and given to the
+ * sink whole, a character split between buffers is kept in "carry" until
+ * it is complete, so that the sink never gets part of one
+ */
+
+static const unsigned char *
+pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
 {
-    pa_oai_t  *x = ctx;
+    unsigned              c, need, lo, hi;
+    uint64_t              w;
+    const unsigned char  *start, *seq;
 
-    x->depth--;
+    while (x->u_need) {
 
-    switch (x->frames[x->depth].kind) {
+        if (p == last) {
+            return p;
+        }
 
-    case PA_F_MESSAGE:
-        pa_oai_message_end(x);
-        break;
+        c = *p;
 
-    case PA_F_TOKENS:
-        pa_oai_sep(x, PA_OAI_SEP_PIECE);
-        break;
+        if (c < x->u_lo || c > x->u_hi) {
+            pa_oai_fail(x, PA_OAI_NOT_JSON);
+            return p;
+        }
+
+        x->carry[x->carry_len++] = (unsigned char) c;
+        x->u_need--;
+        x->u_lo = 0x80;
+        x->u_hi = 0xbf;
+        p++;
+    }
+
+    if (x->carry_len) {
+        pa_oai_data(x, x->carry, x->carry_len);
+        x->carry_len = 0;
+
+        if (x->status != PA_OAI_OK) {
+            return p;
+        }
+    }
+
+    start = p;
+
+    for ( ;; ) {
+
+        while (last - p >= 8) {
+            memcpy(&w, p, 8);
+
+            if (pa_oai_special(w)) {
+                break;
+            }
+
+            p += 8;
+        }
+
+        if (p == last) {
+            break;
+        }
+
+        c = *p;
+
+        if (c < 0x80) {
+            if (c == '"' || c == '\\' || c < 0x20) {
+                break;
+            }
+
+            p++;
+            continue;
+        }
+
+        /* the lead byte tells the length and the range of the next byte */
+
+        lo = 0x80;
+        hi = 0xbf;
+
+        if (x->trail) {
+            /* of that string yajl checks only the shape of UTF-8 */
+            need = (c >= 0xf0) ? 3 : (c >= 0xe0) ? 2 : 1;
+
+            if (c < 0xc0 || c > 0xf7) {
+                pa_oai_fail(x, PA_OAI_NOT_JSON);
+                return p;
+            }
+
+        } else if (c >= 0xc2 && c <= 0xdf) {
+            need = 1;
+
+        } else if (c >= 0xe0 && c <= 0xef) {
+            need = 2;
+
+            if (c == 0xe0) {
+                lo = 0xa0;
+
+            } else if (c == 0xed) {
+                hi = 0x9f;
+            }
+
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            need = 3;
+
+            if (c == 0xf0) {
+                lo = 0x90;
+
+            } else if (c == 0xf4) {
+                hi = 0x8f;
+            }
+
+        } else {
+            pa_oai_fail(x, PA_OAI_NOT_JSON);
+            return p;
+        }
+
+        seq = p++;
+
+        while (need) {
+
+            if (p == last) {
+                if (seq > start) {
+                    pa_oai_data(x, start, seq - start);
+                }
+
+                x->carry_len = (unsigned char) (last - seq);
+                memcpy(x->carry, seq, x->carry_len);
+                x->u_need = (unsigned char) need;
+                x->u_lo = (unsigned char) lo;
+                x->u_hi = (unsigned char) hi;
+
+                return last;
+            }
+
+            c = *p;
+
+            if (c < lo || c > hi) {
+                pa_oai_fail(x, PA_OAI_NOT_JSON);
+                return p;
+            }
+
+            need--;
+            lo = 0x80;
+            hi = 0xbf;
+            p++;
+        }
+    }
+
+    if (p > start) {
+        pa_oai_data(x, start, p - start);
+
+        if (x->status != PA_OAI_OK) {
+            return p;
+        }
+    }
+
+    if (p == last) {
+        return p;
+    }
+
+    switch (*p) {
+
+    case '"':
+        if (x->trail) {
+            pa_oai_fail(x, PA_OAI_NOT_JSON);
+
+        } else if (x->in_key) {
+            pa_oai_key(x);
+
+        } else {
+            pa_oai_end(x, PA_T_STRING);
+        }
+
+        return p + 1;
+
+    case '\\':
+        x->state = PA_L_ESCAPE;
+        return p + 1;
 
     default:
-        break;
+        pa_oai_fail(x, PA_OAI_NOT_JSON);
+        return p;
     }
-
-    return pa_oai_go_on(x);
 }
 
 
-static int
-pa_oai_value(pa_oai_t *x, pa_oai_type_e type, const unsigned char *s,
-    size_t n)
+/* one byte of an escape */
+
+static const unsigned char *
+pa_oai_escape(pa_oai_t *x, const unsigned char *p)
 {
-    pa_oai_slot_e   slot;
-    pa_oai_frame_e  kind;
+    unsigned       c;
+    unsigned char  b;
+
+    c = *p;
+
+    switch (x->state) {
+
+    case PA_L_LOW:
+        if (c == '\\') {
+            x->state = PA_L_LOW_U;
+            return p + 1;
+        }
+
+        /* a high surrogate alone: "?", as yajl 2.1 reads it */
+
+        x->hi = 0;
+        x->state = PA_L_STRING;
+        pa_oai_data(x, (const unsigned char *) "?", 1);
+        return p;
+
+    case PA_L_LOW_U:
+        if (c == 'u') {
+            x->cp = 0;
+            x->hex = 0;
+            x->state = PA_L_HEX;
+            return p + 1;
+        }
+
+        x->hi = 0;
+        x->state = PA_L_ESCAPE;
+        pa_oai_data(x, (const unsigned char *) "?", 1);
+        return p;
+
+    case PA_L_HEX:
+        if (c >= '0' && c <= '9') {
+            c -= '0';
+
+        } else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
+            c = (c | 0x20) - 'a' + 10;
+
+        } else {
+            pa_oai_fail(x, PA_OAI_NOT_JSON);
+            return p;
+        }
+
+        x->cp = x->cp << 4 | c;
+
+        if (++x->hex == 4) {
+            pa_oai_code_point(x);
+        }
+
+        return p + 1;
+
+    default: /* PA_L_ESCAPE */
+        break;
+    }
+
+    switch (c) {
+    case '"':
+    case '\\':
+    case '/':
+        b = (unsigned char) c;
+        break;
+    case 'b':
+        b = '\b';
+        break;
+    case 'f':
+        b = '\f';
+        break;
+    case 'n':
+        b = '\n';
+        break;
+    case 'r':
+        b = '\r';
+        break;
+    case 't':
+        b = '\t';
+        break;
+
+    case 'u':
+        x->cp = 0;
+        x->hex = 0;
+        x->state = PA_L_HEX;
+        return p + 1;
+
+    default:
+        pa_oai_fail(x, PA_OAI_NOT_JSON);
+        return p;
+    }
+
+    x->state = PA_L_STRING;
+    pa_oai_data(x, &b, 1);
+
+    return p + 1;
+}
+
+
+/* the 4 digits of \u are read: the code point, as UTF-8 */
+
+static void
+pa_oai_code_point(pa_oai_t *x)
+{
+    size_t         n;
+    uint32_t       cp;
+    unsigned char  u[4];
+
+    cp = x->cp;
+
+    if (x->hi) {
+        /* yajl's formula, which does not look at the low half's range */
+
+        cp = ((x->hi & 0x3f) << 10) | ((((x->hi >> 6) & 0xf) + 1) << 16)
+             | (cp & 0x3ff);
+        x->hi = 0;
+
+    } else if ((cp & 0xfc00) == 0xd800) {
+        x->hi = cp;
+        x->state = PA_L_LOW;
+        return;
+
+    } else if ((cp & 0xfc00) == 0xdc00 && !x->trail) {
+        pa_oai_fail(x, PA_OAI_NOT_JSON);
+        return;
+    }
+
+    if (cp < 0x80) {
+        u[0] = (unsigned char) cp;
+        n = 1;
+
+    } else if (cp < 0x800) {
+        u[0] = (unsigned char) (0xc0 | (cp >> 6));
+        u[1] = (unsigned char) (0x80 | (cp & 0x3f));
+        n = 2;
+
+    } else if (cp < 0x10000) {
+        u[0] = (unsigned char) (0xe0 | (cp >> 12));
+        u[1] = (unsigned char) (0x80 | ((cp >> 6) & 0x3f));
+        u[2] = (unsigned char) (0x80 | (cp & 0x3f));
+        n = 3;
+
+    } else {
+        u[0] = (unsigned char) (0xf0 | (cp >> 18));
+        u[1] = (unsigned char) (0x80 | ((cp >> 12) & 0x3f));
+        u[2] = (unsigned char) (0x80 | ((cp >> 6) & 0x3f));
+        u[3] = (unsigned char) (0x80 | (cp & 0x3f));
+        n = 4;
+    }
+
+    x->state = PA_L_STRING;
+    pa_oai_data(x, u, n);
+}
+
+
+/*
+ * a number: JSON's grammar; it ends at the first byte that cannot go on
+ * with it, which is not taken; its text goes to the sink (a token id)
+ */
+
+static const unsigned char *
+pa_oai_number(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
+{
+    unsigned              c, num;
+    const unsigned char  *start;
+
+    start = p;
+    num = x->num;
+
+    for ( /* void */ ; p < last; p++) {
+        c = *p;
+
+        switch (num) {
+
+        case PA_N_START:
+            if (c == '-') {
+                num = PA_N_MINUS;
+                continue;
+            }
+
+            /* fall through */
+
+        case PA_N_MINUS:
+            if (c == '0') {
+                num = PA_N_ZERO;
+                continue;
+            }
+
+            if (c >= '1' && c <= '9') {
+                num = PA_N_INT;
+                continue;
+            }
+
+            goto invalid;
+
+        case PA_N_INT:
+            if (c >= '0' && c <= '9') {
+                continue;
+            }
+
+            /* fall through */
+
+        case PA_N_ZERO:
+            if (c == '.') {
+                num = PA_N_DOT;
+                continue;
+            }
+
+            /* fall through */
+
+        case PA_N_FRAC:
+            if (num == PA_N_FRAC && c >= '0' && c <= '9') {
+                continue;
+            }
+
+            if (c == 'e' || c == 'E') {
+                num = PA_N_E;
+                continue;
+            }
+
+            goto end;
+
+        case PA_N_DOT:
+            if (c >= '0' && c <= '9') {
+                num = PA_N_FRAC;
+                continue;
+            }
+
+            goto invalid;
+
+        case PA_N_E:
+            if (c == '+' || c == '-') {
+                num = PA_N_SIGN;
+                continue;
+            }
+
+            /* fall through */
+
+        case PA_N_SIGN:
+            if (c >= '0' && c <= '9') {
+                num = PA_N_EXP;
+                continue;
+            }
+
+            goto invalid;
+
+        default: /* PA_N_EXP */
+            if (c >= '0' && c <= '9') {
+                continue;
+            }
+
+            goto end;
+        }
+    }
+
+    x->num = (unsigned char) num;
+
+    if (p > start) {
+        pa_oai_data(x, start, p - start);
+    }
+
+    return p;
+
+end:
+
+    if (p > start) {
+        pa_oai_data(x, start, p - start);
+    }
+
+    pa_oai_end(x, PA_T_NUMBER);
+
+    return p;
+
+invalid:
+
+    pa_oai_fail(x, PA_OAI_NOT_JSON);
+
+    return p;
+}
+
+
+/* decoded bytes of a string, or the text of a number, whole characters */
+
+static void
+pa_oai_data(pa_oai_t *x, const unsigned char *s, size_t n)
+{
+    size_t  i, m;
+
+    switch (x->sink) {
+
+    case PA_K_TEXT:
+        pa_oai_text(x, s, n);
+
+        if (x->chars >= x->length) {
+            x->sink = PA_K_SKIP;
+        }
+
+        break;
+
+    case PA_K_PEND:
+        pa_oai_pend(x, s, n);
+        break;
+
+    case PA_K_FIELD:
+        XXH3_64bits_update(x->field, s, n);
+        break;
+
+    case PA_K_BUF:
+
+        /* longer than PA_OAI_BUF: neither a key we read nor a valid id */
+
+        if (x->buf_len <= PA_OAI_BUF) {
+            m = PA_OAI_BUF - x->buf_len;
+            m = (n < m) ? n : m;
+            memcpy(x->buf + x->buf_len, s, m);
+
+            for (i = 0; i < m; i++) {
+                if (s[i] < 0x20 || s[i] > 0x7e) {
+                    x->buf_bad = 1;
+                }
+            }
+        }
+
+        x->buf_len += n;
+        break;
+
+    default: /* PA_K_SKIP */
+        break;
+    }
+}
+
+
+/* "{" or "[": what the container is, by where it is */
+
+static void
+pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
+{
+    pa_oai_slot_e    slot;
+    pa_oai_frame_e   kind;
+    pa_oai_frame_t  *f;
 
     slot = (x->depth == 0) ? PA_S_ROOT : x->frames[x->depth - 1].slot;
     kind = PA_F_SKIP;
@@ -499,7 +1208,8 @@ pa_oai_value(pa_oai_t *x, pa_oai_type_e type, const unsigned char *s,
 
     case PA_S_ROOT:
         if (type != PA_T_MAP) {
-            return pa_oai_fail(x, PA_OAI_NOT_OBJECT);
+            pa_oai_fail(x, PA_OAI_NOT_OBJECT);
+            return;
         }
 
         kind = PA_F_TOP;
@@ -507,7 +1217,8 @@ pa_oai_value(pa_oai_t *x, pa_oai_type_e type, const unsigned char *s,
 
     case PA_S_MESSAGES:
         if (type != PA_T_ARRAY) {
-            return pa_oai_fail(x, PA_OAI_BAD_TYPE);
+            pa_oai_fail(x, PA_OAI_BAD_TYPE);
+            return;
         }
 
         x->has_text = 1;
@@ -516,29 +1227,19 @@ pa_oai_value(pa_oai_t *x, pa_oai_type_e type, const unsigned char *s,
 
     case PA_S_MESSAGE:
         if (type != PA_T_MAP) {
-            return pa_oai_fail(x, PA_OAI_BAD_TYPE);
+            pa_oai_fail(x, PA_OAI_BAD_TYPE);
+            return;
         }
 
         x->role_seen = 0;
         x->pend_len = 0;
         x->pend_chars = 0;
+        x->pend_last = 0;
         kind = PA_F_MESSAGE;
         break;
 
-    case PA_S_ROLE:
-        if (type == PA_T_STRING) {
-            pa_oai_role(x, s, n);
-        }
-
-        break;
-
     case PA_S_CONTENT:
-        if (type == PA_T_STRING) {
-            if (pa_oai_content(x, s, n) != 0) {
-                return pa_oai_fail(x, PA_OAI_NOMEM);
-            }
-
-        } else if (type == PA_T_ARRAY) {
+        if (type == PA_T_ARRAY) {
             kind = PA_F_PARTS;
         }
 
@@ -554,16 +1255,6 @@ pa_oai_value(pa_oai_t *x, pa_oai_type_e type, const unsigned char *s,
     case PA_S_IMAGE_URL:
         if (type == PA_T_MAP) {
             kind = PA_F_IMAGE_URL;
-            break;
-        }
-
-        /* fall through */
-
-    case PA_S_PART_TEXT:
-        if (type == PA_T_STRING) {
-            if (pa_oai_content(x, s, n) != 0) {
-                return pa_oai_fail(x, PA_OAI_NOMEM);
-            }
         }
 
         break;
@@ -576,60 +1267,285 @@ pa_oai_value(pa_oai_t *x, pa_oai_type_e type, const unsigned char *s,
         break;
 
     case PA_S_PROMPT:
-        if (type == PA_T_STRING) {
-            pa_oai_piece(x, s, n, PA_OAI_SEP_PIECE);
-
-        } else if (type == PA_T_ARRAY) {
-            kind = PA_F_PROMPT;
-
-        } else {
-            return pa_oai_fail(x, PA_OAI_BAD_TYPE);
+        if (type != PA_T_ARRAY) {
+            pa_oai_fail(x, PA_OAI_BAD_TYPE);
+            return;
         }
 
+        x->has_text = 1;
+        kind = PA_F_PROMPT;
+        break;
+
+    case PA_S_PROMPT_ITEM:
+        if (type != PA_T_ARRAY) {
+            pa_oai_fail(x, PA_OAI_BAD_TYPE);
+            return;
+        }
+
+        kind = PA_F_TOKENS;
+        break;
+
+    case PA_S_TOKEN:
+        pa_oai_fail(x, PA_OAI_BAD_TYPE);
+        return;
+
+    case PA_S_MODEL:
+        x->model_seen = 1;
+        x->model_str = 0;
+        x->model = 0;
+        break;
+
+    case PA_S_SALT:
+        x->salt_seen = 1;
+        x->salt_str = 0;
+        x->salt = 0;
+        break;
+
+    case PA_S_PCK:
+        x->pck_seen = 1;
+        x->has_pck = 0;
+        x->pck_invalid = 1;
+        break;
+
+    default: /* PA_S_SKIP, PA_S_ROLE, PA_S_PART_TEXT */
+        break;
+    }
+
+    if (x->depth == PA_OAI_MAX_DEPTH) {
+        pa_oai_fail(x, PA_OAI_TOO_DEEP);
+        return;
+    }
+
+    f = &x->frames[x->depth++];
+
+    f->kind = (unsigned char) kind;
+    f->array = (type == PA_T_ARRAY);
+
+    switch (kind) {
+    case PA_F_MESSAGES:
+        f->slot = PA_S_MESSAGE;
+        break;
+    case PA_F_PARTS:
+        f->slot = PA_S_PART;
+        break;
+    case PA_F_PROMPT:
+        f->slot = PA_S_PROMPT_ITEM;
+        break;
+    case PA_F_TOKENS:
+        f->slot = PA_S_TOKEN;
+        break;
+    default:
+        f->slot = PA_S_SKIP;
+        break;
+    }
+
+    x->state = f->array ? PA_L_FIRST : PA_L_KEY_FIRST;
+
+    pa_oai_next(x);
+}
+
+
+/* "}" or "]" */
+
+static void
+pa_oai_close(pa_oai_t *x)
+{
+    x->depth--;
+
+    switch (x->frames[x->depth].kind) {
+
+    case PA_F_MESSAGE:
+        pa_oai_message_end(x);
+        break;
+
+    case PA_F_TOKENS:
+        pa_oai_sep(x, PA_OAI_SEP_PIECE, 1);
+        break;
+
+    default:
+        break;
+    }
+
+    x->state = x->depth ? PA_L_NEXT : PA_L_END;
+
+    pa_oai_next(x);
+}
+
+
+/*
+ * a string, number or literal begins: where its bytes go.  Whether it
+ * is of the right type is told at its end, as yajl told it: a string
+ * that turns out not to be JSON is "not json" before it is "bad type".
+ */
+
+static void
+pa_oai_begin(pa_oai_t *x, pa_oai_type_e type)
+{
+    pa_oai_slot_e  slot;
+
+    slot = (x->depth == 0) ? PA_S_ROOT : x->frames[x->depth - 1].slot;
+
+    x->sink = PA_K_SKIP;
+    x->val = PA_V_NONE;
+
+    switch (slot) {
+
+    case PA_S_ROLE:
+        if (type == PA_T_STRING && !x->role_seen) {
+            x->sink = PA_K_TEXT;
+            x->val = PA_V_ROLE;
+        }
+
+        break;
+
+    case PA_S_CONTENT:
+    case PA_S_PART_TEXT:
+    case PA_S_IMAGE_URL:
+        if (type != PA_T_STRING) {
+            break;
+        }
+
+        if (x->role_seen) {
+            x->pieces++;
+            x->sink = PA_K_TEXT;
+            x->val = PA_V_PIECE;
+
+        } else if (x->chars + x->pend_chars < x->length) {
+            pa_oai_pend_open(x);
+        }
+
+        break;
+
+    case PA_S_PROMPT:
+        if (type == PA_T_STRING) {
+            x->pieces++;
+            x->sink = PA_K_TEXT;
+            x->val = PA_V_PIECE;
+        }
+
+        break;
+
+    case PA_S_PROMPT_ITEM:
+    case PA_S_TOKEN:
+        if (type == PA_T_NUMBER
+            || (type == PA_T_STRING && slot == PA_S_PROMPT_ITEM))
+        {
+            x->pieces++;
+            x->sink = PA_K_TEXT;
+            x->val = PA_V_PIECE;
+        }
+
+        break;
+
+    case PA_S_MODEL:
+    case PA_S_SALT:
+        if (type == PA_T_STRING) {
+            XXH3_64bits_reset(x->field);
+            x->sink = PA_K_FIELD;
+        }
+
+        break;
+
+    case PA_S_PCK:
+        if (type == PA_T_STRING) {
+            x->buf_len = 0;
+            x->buf_bad = 0;
+            x->sink = PA_K_BUF;
+        }
+
+        break;
+
+    default:
+        break;
+    }
+
+    if (x->sink == PA_K_TEXT && x->chars >= x->length) {
+        x->sink = PA_K_SKIP;
+    }
+}
+
+
+/* a string, number or literal ends */
+
+static void
+pa_oai_end(pa_oai_t *x, pa_oai_type_e type)
+{
+    pa_oai_slot_e  slot;
+
+    slot = (x->depth == 0) ? PA_S_ROOT : x->frames[x->depth - 1].slot;
+
+    x->sink = PA_K_SKIP;
+
+    switch (slot) {
+
+    case PA_S_ROOT:
+        pa_oai_fail(x, PA_OAI_NOT_OBJECT);
+        return;
+
+    case PA_S_MESSAGES:
+    case PA_S_MESSAGE:
+        pa_oai_fail(x, PA_OAI_BAD_TYPE);
+        return;
+
+    case PA_S_ROLE:
+        if (x->val == PA_V_ROLE) {
+            x->role_seen = 1;
+            pa_oai_sep(x, PA_OAI_SEP_ROLE, 1);
+            pa_oai_flush(x);
+        }
+
+        break;
+
+    case PA_S_CONTENT:
+    case PA_S_PART_TEXT:
+    case PA_S_IMAGE_URL:
+        if (x->val == PA_V_PIECE) {
+            pa_oai_sep(x, PA_OAI_SEP_PIECE, 1);
+
+        } else if (x->val == PA_V_PEND) {
+            pa_oai_pend_close(x);
+        }
+
+        break;
+
+    case PA_S_PROMPT:
+        if (type != PA_T_STRING) {
+            pa_oai_fail(x, PA_OAI_BAD_TYPE);
+            return;
+        }
+
+        pa_oai_sep(x, PA_OAI_SEP_PIECE, 1);
         x->has_text = 1;
         break;
 
     case PA_S_PROMPT_ITEM:
-        if (type == PA_T_STRING) {
-            pa_oai_piece(x, s, n, PA_OAI_SEP_PIECE);
-
-        } else if (type == PA_T_NUMBER) {
-            pa_oai_piece(x, s, n, PA_OAI_SEP_TOKEN);
-
-        } else if (type == PA_T_ARRAY) {
-            kind = PA_F_TOKENS;
-
-        } else {
-            return pa_oai_fail(x, PA_OAI_BAD_TYPE);
-        }
-
-        break;
-
     case PA_S_TOKEN:
-        if (type != PA_T_NUMBER) {
-            return pa_oai_fail(x, PA_OAI_BAD_TYPE);
+        if (x->val != PA_V_PIECE) {
+            pa_oai_fail(x, PA_OAI_BAD_TYPE);
+            return;
         }
 
-        pa_oai_piece(x, s, n, PA_OAI_SEP_TOKEN);
+        pa_oai_sep(x, (type == PA_T_NUMBER) ? PA_OAI_SEP_TOKEN
+                                            : PA_OAI_SEP_PIECE, 1);
         break;
 
     case PA_S_MODEL:
         x->model_seen = 1;
         x->model_str = (type == PA_T_STRING);
-        x->model = (type == PA_T_STRING) ? XXH3_64bits(s, n) : 0;
+        x->model = x->model_str ? XXH3_64bits_digest(x->field) : 0;
         break;
 
     case PA_S_SALT:
         x->salt_seen = 1;
         x->salt_str = (type == PA_T_STRING);
-        x->salt = (type == PA_T_STRING) ? XXH3_64bits(s, n) : 0;
+        x->salt = x->salt_str ? XXH3_64bits_digest(x->field) : 0;
         break;
 
     case PA_S_PCK:
         x->pck_seen = 1;
 
         if (type == PA_T_STRING) {
-            pa_oai_pck(x, s, n);
+            pa_oai_pck(x);
 
         } else {
             /* clients that send every optional field give null: absent */
@@ -639,17 +1555,44 @@ pa_oai_value(pa_oai_t *x, pa_oai_type_e type, const unsigned char *s,
 
         break;
 
-    default: /* PA_S_SKIP */
+    default:
         break;
     }
 
-    if (type == PA_T_MAP || type == PA_T_ARRAY) {
-        if (pa_oai_push(x, kind) != 0) {
-            return 0;
-        }
-    }
+    x->state = x->depth ? PA_L_NEXT : PA_L_END;
 
-    return pa_oai_go_on(x);
+    pa_oai_next(x);
+}
+
+
+/* an object key ends: what its value is */
+
+static void
+pa_oai_key(pa_oai_t *x)
+{
+    size_t           n;
+    pa_oai_frame_t  *f;
+
+    n = (x->buf_len <= PA_OAI_BUF) ? x->buf_len : 0;
+
+    f = &x->frames[x->depth - 1];
+    f->slot = (unsigned char) pa_oai_key_slot(f->kind, x->buf, n);
+
+    x->sink = PA_K_SKIP;
+    x->state = PA_L_COLON;
+}
+
+
+/* after each value and each end of a container: is the key complete? */
+
+static void
+pa_oai_next(pa_oai_t *x)
+{
+    if (x->status == PA_OAI_OK && x->chars >= x->length
+        && x->model_seen && x->salt_seen && x->pck_seen)
+    {
+        x->done = 1;
+    }
 }
 
 
@@ -734,138 +1677,12 @@ pa_oai_key_slot(pa_oai_frame_e kind, const unsigned char *s, size_t n)
 }
 
 
-static int
-pa_oai_push(pa_oai_t *x, pa_oai_frame_e kind)
-{
-    pa_oai_frame_t  *f;
-
-    if (x->depth == PA_OAI_MAX_DEPTH) {
-        (void) pa_oai_fail(x, PA_OAI_TOO_DEEP);
-        return -1;
-    }
-
-    f = &x->frames[x->depth++];
-
-    f->kind = (unsigned char) kind;
-
-    switch (kind) {
-    case PA_F_MESSAGES:
-        f->slot = PA_S_MESSAGE;
-        break;
-    case PA_F_PARTS:
-        f->slot = PA_S_PART;
-        break;
-    case PA_F_PROMPT:
-        f->slot = PA_S_PROMPT_ITEM;
-        break;
-    case PA_F_TOKENS:
-        f->slot = PA_S_TOKEN;
-        break;
-    default:
-        f->slot = PA_S_SKIP;
-        break;
-    }
-
-    return 0;
-}
-
-
-static int
+static void
 pa_oai_fail(pa_oai_t *x, pa_oai_status_e status)
 {
-    x->status = status;
-    return 0;
-}
-
-
-/* 1: parse on; 0: the key is complete, stop the parser */
-
-static int
-pa_oai_go_on(pa_oai_t *x)
-{
-    if (x->chars >= x->length
-        && x->model_seen && x->salt_seen && x->pck_seen)
-    {
-        x->done = 1;
-        return 0;
+    if (x->status == PA_OAI_OK) {
+        x->status = status;
     }
-
-    return 1;
-}
-
-
-static void
-pa_oai_role(pa_oai_t *x, const unsigned char *s, size_t n)
-{
-    if (x->role_seen) {
-        return;
-    }
-
-    x->role_seen = 1;
-
-    pa_oai_text(x, s, n);
-    pa_oai_sep(x, PA_OAI_SEP_ROLE);
-
-    pa_oai_flush(x);
-}
-
-
-/*
- * a piece of message content: hashed at once if the role was seen, else
- * kept, as far as the characters still wanted go, until the role comes
- */
-
-static int
-pa_oai_content(pa_oai_t *x, const unsigned char *s, size_t n)
-{
-    size_t          want, len, chars, need, size;
-    unsigned char  *p;
-
-    if (x->role_seen) {
-        pa_oai_piece(x, s, n, PA_OAI_SEP_PIECE);
-        return 0;
-    }
-
-    if (x->chars + x->pend_chars >= x->length) {
-        return 0;
-    }
-
-    want = x->length - x->chars - x->pend_chars;
-    len = pa_oai_cut(s, n, want, &chars);
-
-    need = x->pend_len + sizeof(size_t) + len;
-
-    if (need > x->pend_size) {
-        size = x->pend_size * 2;
-
-        if (size < need) {
-            size = need;
-        }
-
-        if (size < 256) {
-            size = 256;
-        }
-
-        p = pa_oai_palloc(x, size);
-        if (p == NULL) {
-            return -1;
-        }
-
-        if (x->pend_len) {
-            memcpy(p, x->pend, x->pend_len);
-        }
-
-        x->pend = p;
-        x->pend_size = size;
-    }
-
-    memcpy(x->pend + x->pend_len, &len, sizeof(size_t));
-    memcpy(x->pend + x->pend_len + sizeof(size_t), s, len);
-
-    x->pend_len += sizeof(size_t) + len;
-    x->pend_chars += chars;
-
-    return 0;
 }
 
 
@@ -880,15 +1697,131 @@ pa_oai_message_end(pa_oai_t *x)
 
     x->role_seen = 1;
 
-    pa_oai_sep(x, PA_OAI_SEP_ROLE);
+    pa_oai_sep(x, PA_OAI_SEP_ROLE, 1);
     pa_oai_flush(x);
 }
 
 
+/* a piece of content before the role: a record opens */
+
+static void
+pa_oai_pend_open(pa_oai_t *x)
+{
+    if (pa_oai_pend_grow(x, 2 * sizeof(size_t)) != 0) {
+        return;
+    }
+
+    x->pend_rec = x->pend_len;
+    x->pend_len += 2 * sizeof(size_t);
+
+    x->sink = PA_K_PEND;
+    x->val = PA_V_PEND;
+}
+
+
+/* as much of it as the characters still wanted allow is kept */
+
+static void
+pa_oai_pend(pa_oai_t *x, const unsigned char *s, size_t n)
+{
+    size_t  want, len, chars;
+
+    want = x->length - x->chars - x->pend_chars;
+
+    if (want == 0) {
+        return;
+    }
+
+    len = pa_oai_cut(s, n, want, &chars);
+
+    if (pa_oai_pend_grow(x, len) != 0) {
+        return;
+    }
+
+    memcpy(x->pend + x->pend_len, s, len);
+
+    x->pend_len += len;
+    x->pend_chars += chars;
+}
+
+
+static void
+pa_oai_pend_close(pa_oai_t *x)
+{
+    size_t  len, seps;
+
+    len = x->pend_len - x->pend_rec - 2 * sizeof(size_t);
+
+    if (len == 0 && x->pend_last) {
+
+        /* an empty piece: one more separator after the last record */
+
+        x->pend_len = x->pend_rec;
+
+        memcpy(&seps, x->pend + x->pend_last - 1 + sizeof(size_t),
+               sizeof(size_t));
+        seps++;
+        memcpy(x->pend + x->pend_last - 1 + sizeof(size_t), &seps,
+               sizeof(size_t));
+
+        return;
+    }
+
+    seps = 1;
+
+    memcpy(x->pend + x->pend_rec, &len, sizeof(size_t));
+    memcpy(x->pend + x->pend_rec + sizeof(size_t), &seps, sizeof(size_t));
+
+    x->pend_last = x->pend_rec + 1;
+}
+
+
+static int
+pa_oai_pend_grow(pa_oai_t *x, size_t need)
+{
+    size_t          size;
+    unsigned char  *p;
+
+    need += x->pend_len;
+
+    if (need <= x->pend_size) {
+        return 0;
+    }
+
+    size = x->pend_size * 2;
+
+    if (size < need) {
+        size = need;
+    }
+
+    if (size < 256) {
+        size = 256;
+    }
+
+    p = x->alloc.alloc(x->alloc.ctx, size);
+    if (p == NULL) {
+        pa_oai_fail(x, PA_OAI_NOMEM);
+        x->sink = PA_K_SKIP;
+        return -1;
+    }
+
+    if (x->pend_len) {
+        memcpy(p, x->pend, x->pend_len);
+    }
+
+    x->pend = p;
+    x->pend_size = size;
+
+    return 0;
+}
+
+
+/* the role came: the content kept is hashed after it */
+
 static void
 pa_oai_flush(pa_oai_t *x)
 {
-    size_t          len;
+    size_t          len, seps;
     unsigned char  *p, *last;
 
     if (x->pend_len == 0) {
@@ -900,49 +1833,35 @@ pa_oai_flush(pa_oai_t *x)
 
     while (p < last) {
         memcpy(&len, p, sizeof(size_t));
-        p += sizeof(size_t);
+        memcpy(&seps, p + sizeof(size_t), sizeof(size_t));
+        p += 2 * sizeof(size_t);
 
-        pa_oai_piece(x, p, len, PA_OAI_SEP_PIECE);
+        x->pieces += seps;
+
+        pa_oai_text(x, p, len);
+        pa_oai_sep(x, PA_OAI_SEP_PIECE, seps);
 
         p += len;
     }
 
     x->pend_len = 0;
     x->pend_chars = 0;
+    x->pend_last = 0;
 }
 
 
 static void
-pa_oai_piece(pa_oai_t *x, const unsigned char *s, size_t n,
-    unsigned char sep)
+pa_oai_pck(pa_oai_t *x)
 {
-    x->pieces++;
-
-    pa_oai_text(x, s, n);
-    pa_oai_sep(x, sep);
-}
-
-
-static void
-pa_oai_pck(pa_oai_t *x, const unsigned char *s, size_t n)
-{
-    size_t  i;
-
     x->has_pck = 0;
     x->pck_invalid = 1;
 
-    if (n == 0 || n > sizeof(x->pck)) {
+    if (x->buf_len == 0 || x->buf_len > PA_OAI_BUF || x->buf_bad) {
         return;
     }
 
-    for (i = 0; i < n; i++) {
-        if (s[i] < 0x20 || s[i] > 0x7e) {
-            return;
-        }
-    }
-
-    memcpy(x->pck, s, n);
-    x->pck_len = n;
+    memcpy(x->pck, x->buf, x->buf_len);
+    x->pck_len = x->buf_len;
     x->has_pck = 1;
     x->pck_invalid = 0;
 }
@@ -962,15 +1881,39 @@ pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n)
     len = pa_oai_cut(s, n, x->length - x->chars, &chars);
 
     XXH3_64bits_update(x->text, s, len);
+
+    if (x->hook) {
+        x->hook(x->hook_ctx, s, len);
+    }
+
     x->chars += chars;
 }
 
 
+/* "n" separators, which are hashed while characters are still wanted */
+
 static void
-pa_oai_sep(pa_oai_t *x, unsigned char sep)
+pa_oai_sep(pa_oai_t *x, unsigned char sep, size_t n)
 {
-    if (x->chars < x->length) {
-        XXH3_64bits_update(x->text, &sep, 1);
+    size_t         m;
+    unsigned char  seps[64];
+
+    if (x->chars >= x->length || n == 0) {
+        return;
+    }
+
+    memset(seps, sep, (n < sizeof(seps)) ? n : sizeof(seps));
+
+    while (n) {
+        m = (n < sizeof(seps)) ? n : sizeof(seps);
+
+        XXH3_64bits_update(x->text, seps, m);
+
+        if (x->hook) {
+            x->hook(x->hook_ctx, seps, m);
+        }
+
+        n -= m;
     }
 }
 
@@ -1011,105 +1954,4 @@ pa_oai_cut(const unsigned char *s, size_t n, size_t want, size_t *chars)
 
     *chars = c;
     return i;
-}
-
-
-/*
- * 0 if s has a sequence of the right shape that is still not UTF-8 (RFC
- * 3629): an overlong form (C0 AF for "/", E0 80 AF, F0 80 80 AF), a UTF-16
- * surrogate (ED A0 80) or a code point above U+10FFFF (F4 90 80 80, F5
- * ...).  yajl has checked the shape of each sequence (a lead byte, then
- * as many continuation bytes as it announces; its \u escapes decode to
- * such sequences too) but not these, so only the lead bytes C0, C1, E0,
- * ED, F0 and F4 to F7 need a look.  8 bytes at a time: skipped if none
- * has its high bit set, or none is one of those lead bytes.
- */
-
-#define pa_oai_bytes(b)    (0x0101010101010101ULL * (b))
-#define pa_oai_zero(v)                                                        \
-    (((v) - pa_oai_bytes(0x01)) & ~(v) & pa_oai_bytes(0x80))
-
-static int
-pa_oai_utf8(const unsigned char *s, size_t n)
-{
-    size_t    i, end;
-    uint64_t  w;
-    unsigned  c, next;
-
-    i = 0;
-
-    while (i < n) {
-
-        if (n - i >= 8) {
-            memcpy(&w, s + i, 8);
-
-            if ((w & pa_oai_bytes(0x80)) == 0
-                || (pa_oai_zero((w & pa_oai_bytes(0xfe)) ^ pa_oai_bytes(0xc0))
-                    | pa_oai_zero(w ^ pa_oai_bytes(0xe0))
-                    | pa_oai_zero(w ^ pa_oai_bytes(0xed))
-                    | pa_oai_zero(w ^ pa_oai_bytes(0xf0))
-                    | pa_oai_zero((w & pa_oai_bytes(0xfc))
-                                  ^ pa_oai_bytes(0xf4)))
-                   == 0)
-            {
-                i += 8;
-                continue;
-            }
-
-            end = i + 8;
-
-        } else {
-            end = n;
-        }
-
-        for ( /* void */ ; i < end; i++) {
-            c = s[i];
-
-            if (c < 0xc0) {
-                continue;
-            }
-
-            next = (i + 1 < n) ? s[i + 1] : 0;
-
-            switch (c) {
-            case 0xc0:
-            case 0xc1:
-                return 0;
-            case 0xe0:
-                if (next < 0xa0) {
-                    return 0;
-                }
-                break;
-            case 0xed:
-                if (next > 0x9f) {
-                    return 0;
-                }
-                break;
-            case 0xf0:
-                if (next < 0x90) {
-                    return 0;
-                }
-                break;
-            case 0xf4:
-                if (next > 0x8f) {
-                    return 0;
-                }
-                break;
-            default:
-                if (c >= 0xf5) {
-                    return 0;
-                }
-                break;
-            }
-        }
-    }
-
-    return 1;
-}
-
-
-static void *
-pa_oai_palloc(pa_oai_t *x, size_t size)
-{
-    return x->mem.alloc.alloc(x->mem.alloc.ctx, size);
 }

@@ -3,8 +3,9 @@
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
  * The key of an OpenAI-compatible request (chat/completions, completions),
- * read with yajl's streaming parser from the body as it comes, buffer by
- * buffer.  Plain C, no nginx headers.
+ * read by a streaming JSON scanner from the body as it comes, buffer by
+ * buffer, in memory that does not grow with the body.  Plain C, no nginx
+ * headers.
  *
  * The key is XXH3 of the first "length" characters (Unicode code points)
  * of the text: each top-level "messages" element's role and content
@@ -24,7 +25,6 @@
 
 
 #define PA_OAI_MAX_DEPTH   64
-#define PA_OAI_SCAN_BASE   (256 * 1024)
 
 
 typedef struct {
@@ -47,7 +47,7 @@ typedef enum {
     PA_OAI_BAD_TYPE,           /* messages/prompt of a wrong type */
     PA_OAI_TOO_DEEP,           /* nesting over PA_OAI_MAX_DEPTH */
     PA_OAI_NO_TEXT,            /* neither messages nor prompt, or no text
-                                  before the scan cap */
+                                  before an explicit scan cap */
     PA_OAI_NOMEM
 } pa_oai_status_e;
 
@@ -68,19 +68,35 @@ typedef struct {
 
 typedef struct pa_oai_s  pa_oai_t;
 
+/* is given the bytes of the key's text as they are hashed, see below */
+typedef void (*pa_oai_text_pt)(void *ctx, const unsigned char *p, size_t n);
+
 
 /*
  * "length": characters of message text to hash, >= 1; "scan_cap": body
- * bytes after which parsing stops (0: PA_OAI_SCAN_BASE + 4 * length).
- * all memory comes from "alloc"; NULL if it fails or "length" is 0.
+ * bytes after which scanning stops, 0: none, the whole body is read
+ * unless the key is complete before its end.  All memory comes from
+ * "alloc": about 1.5 KB, and the content of a message that comes before
+ * its role (at most "length" characters); NULL if it fails or "length"
+ * is 0.
  */
 pa_oai_t *pa_oai_create(const pa_alloc_t *alloc, size_t length,
     size_t scan_cap);
 
 /*
+ * Optional, before the first feed: "text" is given, in order, exactly
+ * the bytes hashed as the key's text (see pa_openai.c: UTF-8 of the
+ * first "length" characters, with the separator bytes 0x1d, 0x1e and
+ * 0x1f), split anywhere between characters, never inside one.  It is
+ * called from pa_oai_feed() and pa_oai_finish(); what it got is the
+ * key's text only if the result is PA_OAI_OK.
+ */
+void pa_oai_text_hook(pa_oai_t *x, pa_oai_text_pt text, void *ctx);
+
+/*
  * "p" is not kept after the call; once DONE or FALLBACK, the same is
- * returned and nothing more is read.  At the scan cap: DONE if some text
- * was seen, else FALLBACK (PA_OAI_NO_TEXT).
+ * returned and nothing more is read.  At an explicit scan cap: DONE if
+ * some text was seen, else FALLBACK (PA_OAI_NO_TEXT).
  */
 pa_oai_rc_e pa_oai_feed(pa_oai_t *x, const unsigned char *p, size_t n);
 

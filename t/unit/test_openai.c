@@ -919,7 +919,11 @@ test_early_stop(void)
         "{\"role\":\"user\",\"content\":\"Describe this.\"}],"
         "\"big\":\"";
 
-    /* messages, then a 5 MB string: stops at the cap */
+    /*
+     * messages, then a 5 MB string, then a salt: there is no scan cap
+     * any more, the salt after the 5 MB counts (with the cap of earlier
+     * releases, 256 KiB + 4 x length, it did not)
+     */
 
     len = sizeof(head) - 1 + 5 * 1024 * 1024 + 64;
     body = malloc(len + 1);
@@ -932,28 +936,37 @@ test_early_stop(void)
     p += sprintf(p, "\",\"cache_salt\":\"s\"}");
     len = p - body;
 
-    cap = PA_OAI_SCAN_BASE + 4 * 1024;
-
     rc = t_run(body, len, 1024, 0, 16384, &r);
     CHECK(rc == PA_OAI_DONE && r.status == PA_OAI_OK);
-    CHECK(r.scanned <= cap);
-    CHECK(r.scanned >= cap - 16384);
+    CHECK(r.scanned == len);
     CHECK(r.hash == t_hash("{\"messages\":[{\"role\":\"user\","
                            "\"content\":\"Describe this.\"}],"
-                           "\"model\":\"llama-3\"}", 1024));
+                           "\"model\":\"llama-3\",\"cache_salt\":\"s\"}",
+                           1024));
 
     /* in one buffer */
 
     rc = t_run(body, len, 1024, 0, len, &r2);
     CHECK(rc == PA_OAI_DONE && r2.status == PA_OAI_OK);
-    CHECK(r2.scanned == cap && r2.hash == r.hash);
+    CHECK(r2.scanned == len && r2.hash == r.hash);
 
-    /* a smaller cap */
+    /* an explicit cap: the salt after it is not seen */
+
+    cap = 256 * 1024;
+
+    rc = t_run(body, len, 1024, cap, 16384, &r);
+    CHECK(rc == PA_OAI_DONE && r.status == PA_OAI_OK && r.scanned == cap);
+    CHECK(r.hash == t_hash("{\"messages\":[{\"role\":\"user\","
+                           "\"content\":\"Describe this.\"}],"
+                           "\"model\":\"llama-3\"}", 1024));
 
     rc = t_run(body, len, 1024, 1000, 100, &r2);
     CHECK(rc == PA_OAI_DONE && r2.scanned == 1000 && r2.hash == r.hash);
 
-    /* a huge first message: no text by the cap, a fallback */
+    /*
+     * a huge first message: its first characters are the key (earlier
+     * releases fell back to the raw bytes, "no text", at the cap)
+     */
 
     p = body;
     p += sprintf(p, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
@@ -962,9 +975,23 @@ test_early_stop(void)
     p += sprintf(p, "\"}]}");
     len = p - body;
 
-    rc = t_run(body, len, 1024, 0, 16384, &r);
-    CHECK(rc == PA_OAI_FALLBACK && r.status == PA_OAI_NO_TEXT);
-    CHECK(r.scanned <= cap);
+    rc = t_run(body, len, 16, 0, 16384, &r);
+    CHECK(rc == PA_OAI_DONE && r.status == PA_OAI_OK);
+    CHECK(r.scanned == len && r.chars == 16);
+    CHECK(r.hash == t_hash("{\"messages\":[{\"role\":\"user\","
+                           "\"content\":\"AAAAAAAAAAAA\"}]}", 16));
+
+    /* an explicit cap within it: what was read of it is the key */
+
+    rc = t_run(body, len, 16, 300000, 16384, &r2);
+    CHECK(rc == PA_OAI_DONE && r2.status == PA_OAI_OK);
+    CHECK(r2.scanned == 300000 && r2.chars == 16 && r2.hash == r.hash);
+
+    /* an explicit cap before any text: a fallback */
+
+    rc = t_run(body, len, 16, 20, 7, &r2);
+    CHECK(rc == PA_OAI_FALLBACK && r2.status == PA_OAI_NO_TEXT);
+    CHECK(r2.scanned == 20);
 
     free(body);
 

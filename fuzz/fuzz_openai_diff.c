@@ -1,0 +1,166 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * Differential libFuzzer target: src/pa_openai.c against the yajl-based
+ * extractor it replaced (the file at commit PA_REF, built by fuzz.mk with
+ * its functions renamed ref_oai_*), which must give the same status,
+ * key, characters, prompt_cache_key and bytes scanned for every input,
+ * whole and split, at several lengths.  Inputs stay far below the old
+ * extractor's scan cap (256 KiB + 4 x length), so it never applies.
+ */
+
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pa_openai.h"
+#include "arena.h"
+
+
+#define D_CHECK(cond)                                                         \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "%s:%d: the extractors differ: %s\n",             \
+                    __FILE__, __LINE__, #cond);                               \
+            abort();                                                          \
+        }                                                                     \
+    } while (0)
+
+
+typedef pa_oai_t *(*d_create_pt)(const pa_alloc_t *alloc, size_t length,
+    size_t scan_cap);
+typedef pa_oai_rc_e (*d_feed_pt)(pa_oai_t *x, const unsigned char *p,
+    size_t n);
+typedef void (*d_finish_pt)(pa_oai_t *x, pa_oai_result_t *res);
+
+
+typedef struct {
+    d_create_pt      create;
+    d_feed_pt        feed;
+    d_finish_pt      finish;
+} d_impl_t;
+
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+pa_oai_t *ref_oai_create(const pa_alloc_t *alloc, size_t length,
+    size_t scan_cap);
+pa_oai_rc_e ref_oai_feed(pa_oai_t *x, const unsigned char *p, size_t n);
+void ref_oai_finish(pa_oai_t *x, pa_oai_result_t *res);
+
+static void d_run(const d_impl_t *impl, const uint8_t *data, size_t size,
+    size_t length, size_t split, pa_oai_rc_e *rc, pa_oai_result_t *res);
+
+
+static ta_arena_t  d_arena = { NULL, -1, 0 };
+
+static const d_impl_t  d_new = { pa_oai_create, pa_oai_feed, pa_oai_finish };
+static const d_impl_t  d_ref = { ref_oai_create, ref_oai_feed,
+                                 ref_oai_finish };
+
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    size_t           i, s, pos;
+    pa_oai_rc_e      rc1, rc2;
+    pa_oai_result_t  r1, r2;
+
+    static size_t    lengths[] = { 1024, 16, 3, 1 };
+
+    pos = size ? (size_t) data[0] * size / 256 : 0;
+
+    for (i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
+
+        d_run(&d_ref, data, size, lengths[i], 0, &rc1, &r1);
+
+        for (s = 0; s < 3; s++) {
+            d_run(&d_new, data, size, lengths[i],
+                  (s == 0) ? 0 : (s == 1) ? pos : 1, &rc2, &r2);
+
+            if (s == 2 && size > 512) {
+                break;
+            }
+
+            if (r1.status != r2.status) {
+                fprintf(stderr, "length %zu: old \"%s\", new \"%s\"\n",
+                        lengths[i], pa_oai_status_name(r1.status),
+                        pa_oai_status_name(r2.status));
+            }
+
+            D_CHECK(rc1 == rc2);
+            D_CHECK(r1.status == r2.status);
+            D_CHECK(r1.hash == r2.hash);
+            D_CHECK(r1.chars == r2.chars);
+            D_CHECK(r1.has_pck == r2.has_pck);
+            D_CHECK(r1.pck_invalid == r2.pck_invalid);
+            D_CHECK(r1.pck_len == r2.pck_len);
+            D_CHECK(memcmp(r1.pck, r2.pck, r1.pck_len) == 0);
+
+            if (r1.status == PA_OAI_OK) {
+                D_CHECK(r1.scanned == r2.scanned);
+            }
+        }
+    }
+
+    ta_reset(&d_arena);
+
+    return 0;
+}
+
+
+/* split 0: one buffer; 1: byte by byte; else two buffers */
+
+static void
+d_run(const d_impl_t *impl, const uint8_t *data, size_t size, size_t length,
+    size_t split, pa_oai_rc_e *rc, pa_oai_result_t *res)
+{
+    size_t          pos, n;
+    pa_oai_t       *x;
+    pa_alloc_t      a;
+    unsigned char  *p;
+
+    ta_reset(&d_arena);
+
+    a.alloc = ta_alloc;
+    a.ctx = &d_arena;
+
+    x = impl->create(&a, length, 0);
+    if (x == NULL) {
+        abort();
+    }
+
+    *rc = PA_OAI_MORE;
+    pos = 0;
+
+    while (pos < size && *rc == PA_OAI_MORE) {
+
+        if (split == 0) {
+            n = size;
+
+        } else if (split == 1) {
+            n = 1;
+
+        } else {
+            n = (pos < split) ? split - pos : size - pos;
+        }
+
+        p = malloc(n);
+        memcpy(p, data + pos, n);
+
+        *rc = impl->feed(x, p, n);
+
+        free(p);
+
+        pos += n;
+    }
+
+    impl->finish(x, res);
+
+    if (*rc == PA_OAI_MORE) {
+        *rc = (res->status == PA_OAI_OK) ? PA_OAI_DONE : PA_OAI_FALLBACK;
+    }
+}
