@@ -5,11 +5,15 @@
  * Throughput of the OpenAI extractor (src/pa_openai.c) on 4 KB and 64 KB
  * prompts, chat and completions, beside XXH3_64bits over the same bytes.
  * "length" is 4096 characters for 4 KB and 65536 for 64 KB, so that the
- * whole prompt is read.  Each case repeats for about 0.5 s, in 5 slices
- * of 0.1 s, and the best slice is given, as the machine may be shared; a
- * markdown table is printed.  "8 KB buffers" feeds the body as nginx
- * reads a temporary file, 8 KB at a time.  Memory comes from a bump
- * arena reset per body, as a request pool would give it.
+ * whole prompt is read.  Then bodies with one long string (300 KB, 1 MB,
+ * 8 MB of text with escapes and some UTF-8): a message's content, the
+ * model or the prompt_cache_key, first, in the middle or last in the
+ * body, with "length" 4096; none has a cache_salt, so each is read to its
+ * end.  Each case repeats for about 0.5 s, in 5 slices of 0.1 s, and the
+ * best slice is given, as the machine may be shared; markdown tables are
+ * printed.  "8 KB buffers" feeds the body as nginx reads a temporary file,
+ * 8 KB at a time.  Memory comes from a bump arena reset per body, as a
+ * request pool would give it: "memory" is what one body took of it.
  */
 
 
@@ -27,6 +31,7 @@
 #define B_ARENA_SIZE  (8 * 1024 * 1024)
 #define B_SLICES      5
 #define B_SLICE       0.1
+#define B_LONG_MAX    (8 * 1024 * 1024)
 
 
 typedef struct {
@@ -51,13 +56,19 @@ static void *b_alloc(void *ctx, size_t size);
 static double b_now(void);
 static size_t b_text(char *p, size_t size, unsigned seed);
 static size_t b_body(char *body, int chat, size_t prompt);
+static size_t b_long(char *body, int field, int pos, size_t size);
+static void b_table_long(char *body);
 static void b_run_extract(const b_case_t *c);
 static void b_run_xxh3(const b_case_t *c);
 static double b_rate(b_run_pt run, const b_case_t *c);
 
 
 static b_arena_t          b_arena;
+static size_t             b_memory;
 static volatile uint64_t  b_sink;
+
+static const char *b_fields[] = { "content", "model", "prompt_cache_key" };
+static const char *b_positions[] = { "first", "middle", "last" };
 
 static const char *b_words[] = {
     "the", "model", "returns", "a", "response", "for", "each", "request",
@@ -81,7 +92,7 @@ main(void)
 
     b_arena.size = B_ARENA_SIZE;
     b_arena.start = malloc(B_ARENA_SIZE);
-    body = malloc(256 * 1024);
+    body = malloc(B_LONG_MAX + 4096);
 
     if (b_arena.start == NULL || body == NULL) {
         return 1;
@@ -94,8 +105,8 @@ main(void)
 
     printf("| body | bytes | extract, 1 buffer MB/s "
            "| extract, 8 KB buffers MB/s | XXH3_64bits MB/s "
-           "| XXH3 / extract |\n");
-    printf("|---|---:|---:|---:|---:|---:|\n");
+           "| XXH3 / extract | memory |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|\n");
 
     for (chat = 1; chat >= 0; chat--) {
         for (i = 0; i < 2; i++) {
@@ -111,11 +122,13 @@ main(void)
 
             h = b_rate(b_run_xxh3, &bc);
 
-            printf("| %s %zu KB | %zu | %.0f | %.0f | %.0f | %.1f |\n",
+            printf("| %s %zu KB | %zu | %.0f | %.0f | %.0f | %.1f | %zu |\n",
                    chat ? "chat" : "completions", sizes[i] / 1024, bc.len,
-                   x, c, h, h / x);
+                   x, c, h, h / x, b_memory);
         }
     }
+
+    b_table_long(body);
 
     free(body);
     free(b_arena.start);
@@ -213,6 +226,126 @@ b_body(char *body, int chat, size_t prompt)
 }
 
 
+/*
+ * a chat body of about "size" bytes, most of them one string: the
+ * content of the first, second or last of three messages, the model, or
+ * the prompt_cache_key, before the messages, after them, or last
+ */
+
+static size_t
+b_long(char *body, int field, int pos, size_t size)
+{
+    int          i;
+    char        *p;
+    const char  *contents[3];
+
+    static const char  *model = "meta-llama/Llama-3.1-8B-Instruct";
+    static const char  *pck = "tenantA";
+    static const char  *rest = "\"temperature\":0.7,\"max_tokens\":256,"
+                               "\"stream\":true";
+
+    contents[0] = "You are a helpful assistant.";
+    contents[1] = "Noted.";
+    contents[2] = "Summarise the document above.";
+
+    p = body;
+    p += sprintf(p, "{");
+
+    if (field == 1 && pos == 0) {
+        p += sprintf(p, "\"model\":\"");
+        p += b_text(p, size, 11);
+        p += sprintf(p, "\",\"prompt_cache_key\":\"%s\",", pck);
+
+    } else if (field == 2 && pos == 0) {
+        p += sprintf(p, "\"prompt_cache_key\":\"");
+        p += b_text(p, size, 11);
+        p += sprintf(p, "\",\"model\":\"%s\",", model);
+
+    } else if (pos == 0 || field == 0) {
+        p += sprintf(p, "\"model\":\"%s\",\"prompt_cache_key\":\"%s\",",
+                     model, pck);
+    }
+
+    p += sprintf(p, "\"messages\":[");
+
+    for (i = 0; i < 3; i++) {
+        p += sprintf(p, "%s{\"role\":\"%s\",\"content\":\"", i ? "," : "",
+                     (i == 0) ? "system" : (i == 1) ? "user" : "assistant");
+
+        if (field == 0 && i == pos) {
+            p += b_text(p, size, 11);
+
+        } else {
+            p += sprintf(p, "%s", contents[i]);
+        }
+
+        p += sprintf(p, "\"}");
+    }
+
+    p += sprintf(p, "],");
+
+    if (field != 0 && pos == 1) {
+        p += sprintf(p, "\"%s\":\"", b_fields[field]);
+        p += b_text(p, size, 11);
+        p += sprintf(p, "\",\"%s\":\"%s\",", b_fields[3 - field],
+                     (field == 1) ? pck : model);
+    }
+
+    p += sprintf(p, "%s", rest);
+
+    if (field != 0 && pos == 2) {
+        p += sprintf(p, ",\"%s\":\"%s\",\"%s\":\"",
+                     b_fields[3 - field], (field == 1) ? pck : model,
+                     b_fields[field]);
+        p += b_text(p, size, 11);
+        p += sprintf(p, "\"");
+    }
+
+    p += sprintf(p, "}");
+
+    return p - body;
+}
+
+
+static void
+b_table_long(char *body)
+{
+    int        field, pos, k;
+    double     x, c;
+    size_t     sizes[3];
+    b_case_t   bc;
+
+    sizes[0] = 300 * 1024;
+    sizes[1] = 1024 * 1024;
+    sizes[2] = B_LONG_MAX;
+
+    printf("\n| long string | where | bytes | 1 buffer ns/B | 1 buffer MB/s "
+           "| 8 KB buffers ns/B | 8 KB buffers MB/s | memory |\n");
+    printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
+
+    for (k = 0; k < 3; k++) {
+        for (field = 0; field < 3; field++) {
+            for (pos = 0; pos < 3; pos++) {
+                bc.body = (unsigned char *) body;
+                bc.len = b_long(body, field, pos, sizes[k]);
+                bc.length = 4096;
+
+                bc.chunk = bc.len;
+                x = b_rate(b_run_extract, &bc);
+
+                bc.chunk = 8192;
+                c = b_rate(b_run_extract, &bc);
+
+                printf("| %s %zu KB | %s | %zu | %.2f | %.0f | %.2f | %.0f "
+                       "| %zu |\n", b_fields[field], sizes[k] / 1024,
+                       b_positions[pos], bc.len, 1e3 / x, x, 1e3 / c, c,
+                       b_memory);
+            }
+        }
+    }
+}
+
+
 /* one body through the extractor */
 
 static void
@@ -250,6 +383,7 @@ b_run_extract(const b_case_t *c)
         exit(1);
     }
 
+    b_memory = b_arena.used;
     b_sink ^= res.hash;
 }
 

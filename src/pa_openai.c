@@ -46,6 +46,11 @@
 
 #include <string.h>
 
+#if (defined(__SSE2__) && defined(__GNUC__))
+#include <emmintrin.h>
+#define PA_OAI_SSE2  1
+#endif
+
 #include "pa_xxhash.h"
 
 #include "pa_openai.h"
@@ -246,11 +251,17 @@ static const unsigned char *pa_oai_scan(pa_oai_t *x, const unsigned char *p,
     const unsigned char *last);
 static const unsigned char *pa_oai_token(pa_oai_t *x,
     const unsigned char *p);
+static const unsigned char *pa_oai_plain(const unsigned char *p,
+    const unsigned char *last);
 static const unsigned char *pa_oai_string(pa_oai_t *x,
     const unsigned char *p, const unsigned char *last);
+static size_t pa_oai_escape_fast(pa_oai_t *x, const unsigned char *p,
+    size_t n);
 static const unsigned char *pa_oai_escape(pa_oai_t *x,
     const unsigned char *p);
+static uint32_t pa_oai_hex4(const unsigned char *p);
 static void pa_oai_code_point(pa_oai_t *x);
+static void pa_oai_put(pa_oai_t *x, uint32_t cp);
 static const unsigned char *pa_oai_number(pa_oai_t *x,
     const unsigned char *p, const unsigned char *last);
 static void pa_oai_data(pa_oai_t *x, const unsigned char *s, size_t n);
@@ -659,9 +670,10 @@ pa_oai_token(pa_oai_t *x, const unsigned char *p)
 
 
 /*
- * "a" is a byte that a string cannot simply go on with: '"', '\', a
- * control character, or one above 0x7f (UTF-8 to check); 0 if none of
- * the 8 bytes is.  A borrow can only flag a byte above one that is.
+ * the first byte from p that a string cannot simply go on with: '"',
+ * '\\', a control character, or one above 0x7f (UTF-8 to check); "last"
+ * if there is none.  16 bytes at a time with SSE2, else 8 in a word: a
+ * borrow can only flag a byte above one that is flagged rightly.
  */
 
 #define pa_oai_bytes(b)    (0x0101010101010101ULL * (b))
@@ -673,18 +685,70 @@ pa_oai_token(pa_oai_t *x, const unsigned char *p)
       | (w))                                                                  \
      & pa_oai_bytes(0x80))
 
+static const unsigned char *
+pa_oai_plain(const unsigned char *p, const unsigned char *last)
+{
+    unsigned  c;
+#if (PA_OAI_SSE2)
+    int       m;
+    __m128i   v, q, b, l;
+
+    q = _mm_set1_epi8('"');
+    b = _mm_set1_epi8('\\');
+    l = _mm_set1_epi8(0x20);
+
+    while (last - p >= 16) {
+        v = _mm_loadu_si128((const __m128i *) p);
+
+        /* signed: the bytes above 0x7f are below 0x20 too */
+
+        m = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, q),
+                                                        _mm_cmpeq_epi8(v, b)),
+                                           _mm_cmplt_epi8(v, l)));
+        if (m) {
+            return p + __builtin_ctz(m);
+        }
+
+        p += 16;
+    }
+#else
+    uint64_t  w;
+
+    while (last - p >= 8) {
+        memcpy(&w, p, 8);
+
+        if (pa_oai_special(w)) {
+            break;
+        }
+
+        p += 8;
+    }
+#endif
+
+    for ( /* void */ ; p < last; p++) {
+        c = *p;
+
+        if (c == '"' || c == '\\' || c < 0x20 || c > 0x7f) {
+            break;
+        }
+    }
+
+    return p;
+}
+
 
 /*
  * in a string: runs of plain bytes are checked as UTF-8 and given to the
- * sink whole, a character split between buffers is kept in "carry" until
- * it is complete, so that the sink never gets part of one
+ * sink whole, escapes that are whole in the buffer are read at once, a
+ * character split between buffers is kept in "carry" until it is whole,
+ * so that the sink never gets part of one
  */
 
 static const unsigned char *
 pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
 {
+    size_t                n;
     unsigned              c, need, lo, hi;
-    uint64_t              w;
     const unsigned char  *start, *seq;
 
     while (x->u_need) {
@@ -720,15 +784,7 @@ pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
 
     for ( ;; ) {
 
-        while (last - p >= 8) {
-            memcpy(&w, p, 8);
-
-            if (pa_oai_special(w)) {
-                break;
-            }
-
-            p += 8;
-        }
+        p = pa_oai_plain(p, last);
 
         if (p == last) {
             break;
@@ -736,13 +792,30 @@ pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
 
         c = *p;
 
-        if (c < 0x80) {
-            if (c == '"' || c == '\\' || c < 0x20) {
-                break;
+        if (c == '\\') {
+            if (x->sink != PA_K_SKIP && p > start) {
+                pa_oai_data(x, start, p - start);
             }
 
-            p++;
+            n = pa_oai_escape_fast(x, p, last - p);
+
+            if (x->status != PA_OAI_OK) {
+                return p;
+            }
+
+            if (n == 0) {
+                /* at the end of the buffer, or odd: byte by byte */
+                x->state = PA_L_ESCAPE;
+                return p + 1;
+            }
+
+            p += n;
+            start = p;
             continue;
+        }
+
+        if (c < 0x80) {
+            break;
         }
 
         /* the lead byte tells the length and the range of the next byte */
@@ -792,7 +865,7 @@ pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
         while (need) {
 
             if (p == last) {
-                if (seq > start) {
+                if (x->sink != PA_K_SKIP && seq > start) {
                     pa_oai_data(x, start, seq - start);
                 }
 
@@ -819,7 +892,7 @@ pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
         }
     }
 
-    if (p > start) {
+    if (x->sink != PA_K_SKIP && p > start) {
         pa_oai_data(x, start, p - start);
 
         if (x->status != PA_OAI_OK) {
@@ -831,9 +904,7 @@ pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
         return p;
     }
 
-    switch (*p) {
-
-    case '"':
+    if (*p == '"') {
         if (x->trail) {
             pa_oai_fail(x, PA_OAI_NOT_JSON);
 
@@ -845,15 +916,116 @@ pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
         }
 
         return p + 1;
+    }
 
+    /* a control character */
+
+    pa_oai_fail(x, PA_OAI_NOT_JSON);
+
+    return p;
+}
+
+
+/*
+ * an escape at p, whole within the "n" bytes there, read at once: its
+ * length; 0 if it is not whole, or a high surrogate without a \u escape
+ * after it: pa_oai_escape() then reads it byte by byte
+ */
+
+static size_t
+pa_oai_escape_fast(pa_oai_t *x, const unsigned char *p, size_t n)
+{
+    uint32_t       cp, low;
+    unsigned char  b;
+
+    if (n < 2) {
+        return 0;
+    }
+
+    switch (p[1]) {
+    case '"':
     case '\\':
-        x->state = PA_L_ESCAPE;
-        return p + 1;
+    case '/':
+        b = p[1];
+        break;
+    case 'b':
+        b = '\b';
+        break;
+    case 'f':
+        b = '\f';
+        break;
+    case 'n':
+        b = '\n';
+        break;
+    case 'r':
+        b = '\r';
+        break;
+    case 't':
+        b = '\t';
+        break;
+
+    case 'u':
+        if (n < 6 || (cp = pa_oai_hex4(p + 2)) > 0xffff) {
+            return 0;
+        }
+
+        if ((cp & 0xfc00) == 0xd800) {
+            if (n < 12 || p[6] != '\\' || p[7] != 'u'
+                || (low = pa_oai_hex4(p + 8)) > 0xffff)
+            {
+                return 0;
+            }
+
+            x->hi = cp;
+            x->cp = low;
+            pa_oai_code_point(x);
+            return 12;
+        }
+
+        x->cp = cp;
+        pa_oai_code_point(x);
+        return 6;
 
     default:
         pa_oai_fail(x, PA_OAI_NOT_JSON);
-        return p;
+        return 0;
     }
+
+    if (x->sink != PA_K_SKIP) {
+        pa_oai_data(x, &b, 1);
+    }
+
+    return 2;
+}
+
+
+/* 4 hex digits, above 0xffff if one is not */
+
+static uint32_t
+pa_oai_hex4(const unsigned char *p)
+{
+    unsigned  i, c;
+    uint32_t  v;
+
+    v = 0;
+
+    for (i = 0; i < 4; i++) {
+        c = p[i];
+
+        if (c >= '0' && c <= '9') {
+            c -= '0';
+
+        } else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
+            c = (c | 0x20) - 'a' + 10;
+
+        } else {
+            return 0x10000;
+        }
+
+        v = v << 4 | c;
+    }
+
+    return v;
 }
 
 
@@ -964,9 +1136,7 @@ pa_oai_escape(pa_oai_t *x, const unsigned char *p)
 static void
 pa_oai_code_point(pa_oai_t *x)
 {
-    size_t         n;
-    uint32_t       cp;
-    unsigned char  u[4];
+    uint32_t  cp;
 
     cp = x->cp;
 
@@ -986,6 +1156,20 @@ pa_oai_code_point(pa_oai_t *x)
         pa_oai_fail(x, PA_OAI_NOT_JSON);
         return;
     }
+
+    x->state = PA_L_STRING;
+
+    if (x->sink != PA_K_SKIP) {
+        pa_oai_put(x, cp);
+    }
+}
+
+
+static void
+pa_oai_put(pa_oai_t *x, uint32_t cp)
+{
+    size_t         n;
+    unsigned char  u[4];
 
     if (cp < 0x80) {
         u[0] = (unsigned char) cp;
@@ -1010,7 +1194,6 @@ pa_oai_code_point(pa_oai_t *x)
         n = 4;
     }
 
-    x->state = PA_L_STRING;
     pa_oai_data(x, u, n);
 }
 
