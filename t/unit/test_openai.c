@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pa_xxhash.h"
+
 #include "pa_openai.h"
 #include "arena.h"
 #include "unit.h"
@@ -21,6 +23,20 @@
 #define T_CORPUS  "fuzz/corpus/openai"
 #define T_MSG10                                                               \
     "{\"messages\":[{\"role\":\"user\",\"content\":\"0123456789\"}]}"
+
+/* the long strings, and the start of each, which holds > 1024 characters */
+#define T_LONG_MAX  (8 * 1024 * 1024)
+#define T_PREFIX    4000
+
+
+typedef struct {
+    unsigned char  *text;       /* what the hook got, up to "size" */
+    size_t          len;
+    size_t          size;
+    size_t          calls;
+    size_t          split;      /* calls that began inside a character */
+    XXH3_state_t    state;      /* all of it */
+} t_hook_t;
 
 
 static pa_oai_rc_e t_run(const char *body, size_t len, size_t length,
@@ -44,6 +60,16 @@ static void test_pck(void);
 static void test_fallbacks(void);
 static void test_early_stop(void);
 static void test_nomem(void);
+static void test_long(void);
+static void test_long_size(char *body, char *text, size_t size);
+static size_t t_text(char *p, size_t size, unsigned seed);
+static size_t t_body(char *body, const char *fmt, const char *text);
+static pa_oai_rc_e t_run_long(const char *body, size_t len, size_t chunk,
+    pa_oai_result_t *res);
+static void test_hook(void);
+static void t_hook(void *ctx, const unsigned char *p, size_t n);
+static pa_oai_rc_e t_run_hook(const char *body, size_t length, size_t chunk,
+    t_hook_t *h, pa_oai_result_t *res);
 static void test_corpus(void);
 
 
@@ -71,6 +97,8 @@ main(void)
     test_fallbacks();
     test_early_stop();
     test_nomem();
+    test_long();
+    test_hook();
     test_corpus();
 
     ta_reset(&t_arena);
@@ -1079,6 +1107,537 @@ test_nomem(void)
     CHECK(nomem > 5);
 
     free(body);
+}
+
+
+/*
+ * One string of 300 KB, 1 MB and 8 MB: a message's content (first,
+ * middle, last message), the model, the prompt_cache_key or the
+ * cache_salt, first in the body or later.  Nothing of it is seen before
+ * it ends, so earlier releases, which stopped at 256 KiB + 4 x length,
+ * lost what came after it: the key must not depend on its length.
+ */
+
+static void
+test_long(void)
+{
+    char    *body, *text;
+    size_t   sizes[3], i;
+
+    sizes[0] = 300 * 1024;
+    sizes[1] = 1024 * 1024;
+    sizes[2] = T_LONG_MAX;
+
+    body = malloc(T_LONG_MAX + 4096);
+    text = malloc(T_LONG_MAX + 1);
+
+    if (body == NULL || text == NULL) {
+        CHECK(0);
+        return;
+    }
+
+    for (i = 0; i < 3; i++) {
+        test_long_size(body, text, sizes[i]);
+    }
+
+    free(text);
+    free(body);
+}
+
+
+static void
+test_long_size(char *body, char *text, size_t size)
+{
+    int               i;
+    char             *prefix;
+    size_t            len, n, chunk;
+    uint64_t          h;
+    pa_oai_rc_e       rc;
+    pa_oai_result_t   r, r2;
+
+    static const char  *contents[3][2] = {
+        /* the long message first, in the middle, last; the same ones
+           with other fields, order and white space */
+        { "{\"model\":\"llama-3\",\"prompt_cache_key\":\"tenantA\","
+          "\"messages\":[{\"role\":\"user\",\"content\":\"%s\"},"
+          "{\"role\":\"assistant\",\"content\":\"Noted.\"},"
+          "{\"role\":\"user\",\"content\":\"Summarise it.\"}],"
+          "\"temperature\":0.7}",
+          "{ \"messages\" : [ { \"content\" : \"%s\" , \"role\" : \"user\" }"
+          " ,\n {\"role\":\"assistant\",\"content\":\"Noted.\"},\n"
+          " {\"content\":[{\"type\":\"text\",\"text\":\"Summarise it.\"}],"
+          "\"role\":\"user\"} ] , \"stream\" : true , \"max_tokens\" : 9 ,"
+          " \"prompt_cache_key\" : \"tenantA\" , \"model\" : \"llama-3\" }" },
+
+        { "{\"model\":\"llama-3\",\"prompt_cache_key\":\"tenantA\","
+          "\"messages\":[{\"role\":\"system\",\"content\":\"Be terse.\"},"
+          "{\"role\":\"user\",\"content\":\"%s\"},"
+          "{\"role\":\"user\",\"content\":\"Summarise it.\"}]}",
+          "{\"messages\":[{\"role\":\"system\",\"content\":\"Be terse.\"},"
+          "{\"content\":\"%s\",\"role\":\"user\",\"name\":\"bob\"},"
+          "{\"role\":\"user\",\"content\":\"Summarise it.\"}],"
+          "\"temperature\":0,\"prompt_cache_key\":\"tenantA\","
+          "\"model\":\"llama-3\"}" },
+
+        { "{\"model\":\"llama-3\",\"prompt_cache_key\":\"tenantA\","
+          "\"messages\":[{\"role\":\"system\",\"content\":\"Be terse.\"},"
+          "{\"role\":\"assistant\",\"content\":\"Noted.\"},"
+          "{\"role\":\"user\",\"content\":\"%s\"}]}",
+          "{\"temperature\":1.5,\"messages\":[{\"role\":\"system\","
+          "\"content\":\"Be terse.\"},{\"role\":\"assistant\",\"content\":"
+          "\"Noted.\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+          "\"text\":\"%s\"}]}],\"model\":\"llama-3\","
+          "\"prompt_cache_key\":\"tenantA\"}" }
+    };
+
+    n = t_text(text, size, 7);
+    text[n] = '\0';
+
+    /* the first T_PREFIX bytes: more than 1024 characters */
+
+    prefix = malloc(T_PREFIX + 1);
+    memcpy(prefix, text, T_PREFIX);
+    prefix[T_PREFIX] = '\0';
+
+    for (i = 0; i < 3; i++) {
+
+        /* the key is that of the first 1024 characters, the id is seen */
+
+        len = t_body(body, contents[i][0], text);
+        rc = t_run_long(body, len, len, &r);
+        CHECK_MSG(rc == PA_OAI_DONE && r.status == PA_OAI_OK
+                  && r.chars == 1024 && r.scanned == len,
+                  "%zu bytes, message %d: %s", size, i,
+                  pa_oai_status_name(r.status));
+        CHECK(r.has_pck == 1 && r.pck_len == 7
+              && memcmp(r.pck, "tenantA", 7) == 0);
+
+        h = r.hash;
+
+        len = t_body(body, contents[i][0], prefix);
+        rc = t_run_long(body, len, len, &r2);
+        CHECK_MSG(rc == PA_OAI_DONE && r2.hash == h,
+                  "%zu bytes, message %d, cut", size, i);
+
+        /* other fields, order, white space, a text part */
+
+        len = t_body(body, contents[i][1], text);
+        rc = t_run_long(body, len, 65536, &r2);
+        CHECK_MSG(rc == PA_OAI_DONE && r2.hash == h && r2.has_pck == 1
+                  && memcmp(r2.pck, "tenantA", 7) == 0,
+                  "%zu bytes, message %d, other order", size, i);
+
+        /* any split gives the same */
+
+        len = t_body(body, contents[i][0], text);
+
+        for (chunk = 7; chunk <= 65536; chunk *= 96) {
+            rc = t_run_long(body, len, chunk, &r2);
+            CHECK_MSG(rc == PA_OAI_DONE && r2.hash == h
+                      && r2.scanned == len && r2.has_pck,
+                      "%zu bytes, message %d, by %zu", size, i, chunk);
+        }
+
+        if (size <= 1024 * 1024 || i == 1) {
+            rc = t_run_long(body, len, 1, &r2);
+            CHECK_MSG(rc == PA_OAI_DONE && r2.hash == h && r2.has_pck,
+                      "%zu bytes, message %d, by 1", size, i);
+        }
+
+        rc = t_run_long(body, len, 0, &r2);
+        CHECK_MSG(rc == PA_OAI_DONE && r2.hash == h && r2.has_pck,
+                  "%zu bytes, message %d, random", size, i);
+    }
+
+    /* tenantB: the same text key, the other id, after the long message */
+
+    len = t_body(body, "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],"
+                 "\"prompt_cache_key\":\"tenantB\",\"model\":\"llama-3\"}",
+                 text);
+    rc = t_run_long(body, len, 65536, &r);
+    CHECK(rc == PA_OAI_DONE && r.has_pck == 1 && r.pck_len == 7
+          && memcmp(r.pck, "tenantB", 7) == 0);
+
+    h = r.hash;
+
+    len = t_body(body, "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],"
+                 "\"prompt_cache_key\":\"tenantA\",\"model\":\"llama-3\"}",
+                 text);
+    rc = t_run_long(body, len, 65536, &r);
+    CHECK(rc == PA_OAI_DONE && r.hash == h && r.has_pck == 1
+          && memcmp(r.pck, "tenantA", 7) == 0);
+
+    /* an invalid id after the long message: too long, non-ASCII, null */
+
+    len = t_body(body, "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],"
+                 "\"prompt_cache_key\":\"caf\xc3\xa9\"}", text);
+    rc = t_run_long(body, len, 8192, &r);
+    CHECK(rc == PA_OAI_DONE && r.has_pck == 0 && r.pck_invalid == 1);
+
+    len = t_body(body, "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],"
+                 "\"prompt_cache_key\":\"tenant\\u00e9\"}", text);
+    rc = t_run_long(body, len, 8192, &r);
+    CHECK(rc == PA_OAI_DONE && r.has_pck == 0 && r.pck_invalid == 1);
+
+    len = t_body(body, "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],"
+                 "\"prompt_cache_key\":null}", text);
+    rc = t_run_long(body, len, 8192, &r);
+    CHECK(rc == PA_OAI_DONE && r.has_pck == 0 && r.pck_invalid == 0);
+
+    /* the model: long, first or last, the same key; not that of another */
+
+    len = t_body(body, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"hi\"}],\"prompt_cache_key\":\"tenantA\"}",
+                 text);
+    rc = t_run_long(body, len, 65536, &r);
+    CHECK(rc == PA_OAI_DONE && r.status == PA_OAI_OK && r.chars == 6
+          && r.has_pck == 1);
+
+    h = r.hash;
+
+    len = t_body(body, "{\"prompt_cache_key\":\"tenantA\",\"messages\":["
+                 "{\"role\":\"user\",\"content\":\"hi\"}],\"temperature\":0,"
+                 "\"model\":\"%s\"}", text);
+    rc = t_run_long(body, len, 7, &r);
+    CHECK(rc == PA_OAI_DONE && r.hash == h && r.has_pck == 1);
+
+    CHECK(h != t_hash("{\"model\":\"llama-3\",\"messages\":[{\"role\":"
+                      "\"user\",\"content\":\"hi\"}]}", 1024));
+
+    len = t_body(body, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"hi\"}]}", prefix);
+    rc = t_run_long(body, len, len, &r);
+    CHECK(rc == PA_OAI_DONE && r.hash != h);
+
+    /* the cache_salt likewise */
+
+    len = t_body(body, "{\"cache_salt\":\"%s\",\"model\":\"llama-3\","
+                 "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+                 text);
+    rc = t_run_long(body, len, 65536, &r);
+    CHECK(rc == PA_OAI_DONE && r.status == PA_OAI_OK && r.chars == 6);
+
+    h = r.hash;
+
+    len = t_body(body, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                 "\"model\":\"llama-3\",\"cache_salt\":\"%s\"}", text);
+    rc = t_run_long(body, len, 0, &r);
+    CHECK(rc == PA_OAI_DONE && r.hash == h);
+
+    CHECK(h != t_hash("{\"model\":\"llama-3\",\"messages\":[{\"role\":"
+                      "\"user\",\"content\":\"hi\"}]}", 1024));
+
+    /* the prompt_cache_key: long, first, invalid, the key as without it */
+
+    len = t_body(body, "{\"prompt_cache_key\":\"%s\",\"model\":\"llama-3\","
+                 "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+                 text);
+    rc = t_run_long(body, len, 65536, &r);
+    CHECK(rc == PA_OAI_DONE && r.status == PA_OAI_OK && r.has_pck == 0
+          && r.pck_invalid == 1);
+    CHECK(r.hash == t_hash("{\"model\":\"llama-3\",\"messages\":[{\"role\":"
+                           "\"user\",\"content\":\"hi\"}]}", 1024));
+
+    /* a later valid one wins, as any later field does */
+
+    len = t_body(body, "{\"prompt_cache_key\":\"%s\",\"messages\":[{\"role\":"
+                 "\"user\",\"content\":\"hi\"}],\"prompt_cache_key\":\"t1\"}",
+                 text);
+    rc = t_run_long(body, len, 1000, &r);
+    CHECK(rc == PA_OAI_DONE && r.has_pck == 1 && r.pck_len == 2);
+
+    /* long, then broken: not JSON, however long it was */
+
+    len = t_body(body, "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],"
+                 "\"model\":\"m\",}", text);
+    rc = t_run_long(body, len, 65536, &r);
+    CHECK(rc == PA_OAI_FALLBACK && r.status == PA_OAI_NOT_JSON);
+
+    len = t_body(body, "{\"messages\":[{\"role\":\"user\",\"content\":\"%s"
+                 "\xed\xa0\x80\"}]}", text);
+    rc = t_run_long(body, len, 65536, &r);
+    CHECK(rc == PA_OAI_FALLBACK && r.status == PA_OAI_NOT_JSON);
+
+    free(prefix);
+}
+
+
+/* "size" bytes of JSON string text: words, escapes, some UTF-8 */
+
+static size_t
+t_text(char *p, size_t size, unsigned seed)
+{
+    size_t       n, w;
+    const char  *word;
+
+    static const char  *words[] = {
+        "the", "model", "returns", "a", "response", "for", "each",
+        "request", "with", "cached", "prefix", "tokens", "and", "keys",
+        "\\n", "\\\"quoted\\\"", "caf\xc3\xa9", "\xe4\xb8\xad\xe6\x96\x87",
+        "\\u4e2d", "\\ud83d\\ude00", "\xf0\x9f\x98\x80", "tab\\tbed"
+    };
+
+    n = 0;
+
+    for ( ;; ) {
+        seed = seed * 1103515245 + 12345;
+        word = words[(seed >> 16) % (sizeof(words) / sizeof(words[0]))];
+        w = strlen(word);
+
+        if (n + w + 1 > size) {
+            break;
+        }
+
+        memcpy(p + n, word, w);
+        n += w;
+        p[n++] = ' ';
+    }
+
+    while (n < size) {
+        p[n++] = '.';
+    }
+
+    return n;
+}
+
+
+/* "fmt" with its one %s replaced by "text" */
+
+static size_t
+t_body(char *body, const char *fmt, const char *text)
+{
+    size_t       n, t;
+    const char  *s;
+
+    s = strstr(fmt, "%s");
+    n = s - fmt;
+    t = strlen(text);
+
+    memcpy(body, fmt, n);
+    memcpy(body + n, text, t);
+    strcpy(body + n + t, s + 2);
+
+    return n + t + strlen(s + 2);
+}
+
+
+/* length 1024, in buffers of "chunk" bytes, 0: of random sizes */
+
+static pa_oai_rc_e
+t_run_long(const char *body, size_t len, size_t chunk, pa_oai_result_t *res)
+{
+    size_t       pos, n;
+    pa_oai_t    *x;
+    pa_alloc_t   a;
+    pa_oai_rc_e  rc;
+
+    if (chunk > 1) {
+        return t_run(body, len, 1024, 0, chunk, res);
+    }
+
+    /* no copies: 8 MB byte by byte */
+
+    a.alloc = ta_alloc;
+    a.ctx = &t_arena;
+
+    ta_reset(&t_arena);
+
+    x = pa_oai_create(&a, 1024, 0);
+    if (x == NULL) {
+        memset(res, 0, sizeof(pa_oai_result_t));
+        return PA_OAI_FALLBACK;
+    }
+
+    rc = PA_OAI_MORE;
+
+    for (pos = 0; pos < len && rc == PA_OAI_MORE; pos += n) {
+        n = (chunk == 1) ? 1 : 1 + t_rand() % 70000;
+
+        if (n > len - pos) {
+            n = len - pos;
+        }
+
+        rc = pa_oai_feed(x, (const unsigned char *) body + pos, n);
+    }
+
+    pa_oai_finish(x, res);
+
+    if (rc == PA_OAI_MORE) {
+        rc = (res->status == PA_OAI_OK) ? PA_OAI_DONE : PA_OAI_FALLBACK;
+    }
+
+    return rc;
+}
+
+
+/*
+ * the text hook: what it gets, in order, is the text that is hashed;
+ * never part of a character
+ */
+
+static void
+test_hook(void)
+{
+    int               i;
+    char             *body;
+    size_t            len, chunk, k;
+    uint64_t          v[4];
+    t_hook_t          h, h2;
+    pa_oai_rc_e       rc;
+    pa_oai_result_t   r;
+
+    static const char  chat[] =
+        "{\"model\":\"llama-3\",\"messages\":["
+        "{\"role\":\"system\",\"content\":\"Be \\u4e2d terse.\"},"
+        "{\"content\":[{\"text\":\"a\xf0\x9f\x98\x80\"},{\"text\":\"\"},"
+        "{\"text\":\"b\"}],\"role\":\"user\"},"
+        "{\"role\":\"assistant\",\"content\":\"\xc3\xa9\\ud83d\\ude01\"}]}";
+
+    static const char  text[] =
+        "system\x1e" "Be \xe4\xb8\xad terse.\x1f"
+        "user\x1e" "a\xf0\x9f\x98\x80\x1f\x1f" "b\x1f"
+        "assistant\x1e" "\xc3\xa9\xf0\x9f\x98\x81\x1f";
+
+    /* all of it, then cut at each length: the text is cut there too */
+
+    rc = t_run_hook(chat, 1024, sizeof(chat), &h, &r);
+    CHECK(rc == PA_OAI_DONE && r.status == PA_OAI_OK);
+    CHECK(h.len == sizeof(text) - 1
+          && memcmp(h.text, text, sizeof(text) - 1) == 0);
+
+    v[0] = XXH3_64bits(h.text, h.len);
+    v[1] = XXH3_64bits("llama-3", 7);
+    v[2] = 0;
+    v[3] = 1;
+    CHECK(r.hash == XXH3_64bits(v, sizeof(v)));
+
+    free(h.text);
+
+    for (k = 1; k <= r.chars + 1; k++) {
+        for (chunk = 1; chunk <= sizeof(chat); chunk += 13) {
+            rc = t_run_hook(chat, k, chunk, &h2, &r);
+
+            v[0] = XXH3_64bits_digest(&h2.state);
+
+            CHECK_MSG(rc == PA_OAI_DONE && h2.split == 0
+                      && r.hash == XXH3_64bits(v, sizeof(v))
+                      && memcmp(h2.text, text, h2.len) == 0,
+                      "length %zu, by %zu", k, chunk);
+
+            free(h2.text);
+        }
+    }
+
+    /* a 1 MB message, byte by byte and at random: whole characters */
+
+    body = malloc(T_LONG_MAX + 4096);
+    {
+        char  *t = malloc(1024 * 1024 + 1);
+
+        t[t_text(t, 1024 * 1024, 3)] = '\0';
+        len = t_body(body, "{\"model\":\"llama-3\",\"messages\":[{\"content\":"
+                     "\"%s\",\"role\":\"user\"}]}", t);
+        free(t);
+    }
+
+    for (i = 0; i < 3; i++) {
+        chunk = (i == 0) ? len : (i == 1) ? 1 : 3;
+        body[len] = '\0';
+
+        rc = t_run_hook(body, 65536, chunk, &h, &r);
+
+        v[0] = XXH3_64bits_digest(&h.state);
+
+        CHECK(rc == PA_OAI_DONE && r.chars == 65536 && h.split == 0);
+        CHECK(r.hash == XXH3_64bits(v, sizeof(v)));
+        CHECK(h.len > 65536 && memcmp(h.text, "user\x1e", 5) == 0);
+
+        free(h.text);
+    }
+
+    free(body);
+
+    /* not OK: what the hook got is no key */
+
+    rc = t_run_hook("{\"prompt\":\"abc\",\"x\":tru}", 1024, 1, &h, &r);
+    CHECK(rc == PA_OAI_FALLBACK && h.len == 4);
+    free(h.text);
+}
+
+
+static void
+t_hook(void *ctx, const unsigned char *p, size_t n)
+{
+    size_t     m;
+    t_hook_t  *h = ctx;
+
+    h->calls++;
+
+    if (n == 0 || (p[0] & 0xc0) == 0x80 || (p[n - 1] & 0x80)) {
+
+        /* empty, or begins within a character, or may end within one */
+
+        if (n == 0 || (p[0] & 0xc0) == 0x80
+            || ((p[n - 1] & 0xc0) == 0xc0)
+            || (n >= 2 && (p[n - 2] & 0xe0) == 0xe0)
+            || (n >= 3 && (p[n - 3] & 0xf0) == 0xf0))
+        {
+            h->split++;
+        }
+    }
+
+    XXH3_64bits_update(&h->state, p, n);
+
+    m = (h->size - h->len < n) ? h->size - h->len : n;
+    memcpy(h->text + h->len, p, m);
+    h->len += m;
+}
+
+
+static pa_oai_rc_e
+t_run_hook(const char *body, size_t length, size_t chunk, t_hook_t *h,
+    pa_oai_result_t *res)
+{
+    size_t        pos, n, len;
+    pa_oai_t     *x;
+    pa_alloc_t    a;
+    pa_oai_rc_e   rc;
+
+    memset(h, 0, sizeof(t_hook_t));
+
+    h->size = 4 * 65536 + 4096;
+    h->text = malloc(h->size);
+    XXH3_INITSTATE(&h->state);
+    XXH3_64bits_reset(&h->state);
+
+    a.alloc = ta_alloc;
+    a.ctx = &t_arena;
+
+    ta_reset(&t_arena);
+    memset(res, 0, sizeof(pa_oai_result_t));
+
+    x = pa_oai_create(&a, length, 0);
+    if (x == NULL) {
+        return PA_OAI_FALLBACK;
+    }
+
+    pa_oai_text_hook(x, t_hook, h);
+
+    len = strlen(body);
+    rc = PA_OAI_MORE;
+
+    for (pos = 0; pos < len && rc == PA_OAI_MORE; pos += n) {
+        n = (len - pos < chunk) ? len - pos : chunk;
+        rc = pa_oai_feed(x, (const unsigned char *) body + pos, n);
+    }
+
+    pa_oai_finish(x, res);
+
+    if (rc == PA_OAI_MORE) {
+        rc = (res->status == PA_OAI_OK) ? PA_OAI_DONE : PA_OAI_FALLBACK;
+    }
+
+    return rc;
 }
 
 
