@@ -412,26 +412,26 @@ not an OpenAI request body
 
 
 
-=== TEST 12: a content string of 1 MB: nothing of it is read before the scan cap (256 KiB + 4 x length); alone it leaves no text: fallback, keyed by the first 1024 raw bytes; after a system message the key is what came before it, so two different megabytes share it
+=== TEST 12: a content string of 1 MB is read in pieces, to its end (there is no scan cap): alone or after a system message, its first characters are the key; two megabytes that differ in their first character have two keys, two that differ after the first 1024 characters one; a model after it counts; nothing falls back
 --- pipelined_requests eval
 my $sys = '{"role":"system","content":"You are terse."}';
+my $tail = substr($::MB, 0, 2000) . ('z' x (length($::MB) - 2000));
 [ "POST /v1/chat/completions\n" . ::chat($::MB),
   "POST /v1/chat/completions\n" . ::chat('y' . substr($::MB, 1)),
   qq(POST /v1/chat/completions\n{"model":"m","messages":[$sys,{"role":"user","content":"$::MB"}]}),
   qq(POST /v1/chat/completions\n{"model":"m","messages":[$sys,{"role":"user","content":"y) . substr($::MB, 1) . '"}]}',
+  qq(POST /v1/chat/completions\n{"model":"m","messages":[$sys,{"role":"user","content":"$tail"}]}),
+  qq(POST /v1/chat/completions\n{"messages":[$sys,{"role":"user","content":"$::MB"}],"model":"m"}),
+  qq(POST /v1/chat/completions\n{"messages":[$sys,{"role":"user","content":"$::MB"}],"model":"m2"}),
   qq(POST /v1/chat/completions\n{"model":"m","messages":[$sys,{"role":"user","content":"z"}]}),
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: body") x 2, ("X-Source: openai") x 3, "" ]
+[ ("X-Source: openai") x 8, "" ]
 --- response_body eval
-[ (qr/\Ah[123]\n\z/) x 5, ::log_like(qw(body:A body:B openai:C openai:C openai:D)) ]
---- grep_error_log eval
-qr/prefix_aware: not an OpenAI request body \([^)]*\)/
---- grep_error_log_out
-prefix_aware: not an OpenAI request body (no text)
-prefix_aware: not an OpenAI request body (no text)
+[ (qr/\Ah[123]\n\z/) x 8, ::log_like(qw(openai:A openai:B openai:C openai:D openai:C openai:C openai:E openai:F)) ]
 --- timeout: 10
 --- no_error_log
+not an OpenAI request body
 [error]
 [alert]
 [crit]
