@@ -76,7 +76,7 @@ typedef void (*pa_oai_text_pt)(void *ctx, const unsigned char *p, size_t n);
  * "length": characters of message text to hash, >= 1; "scan_cap": body
  * bytes after which scanning stops, 0: none, the whole body is read
  * unless the key is complete before its end.  All memory comes from
- * "alloc": about 1.5 KB, and the content of a message that comes before
+ * "alloc": about 1.8 KB, and the content of a message that comes before
  * its role (at most "length" characters); NULL if it fails or "length"
  * is 0.
  */
