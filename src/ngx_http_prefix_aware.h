@@ -41,7 +41,7 @@
 
 #define NGX_HTTP_PREFIX_AWARE_ID_HEADER  "X-Amzn-SageMaker-Prefix-Aware-Id"
 
-/* yajl rescans a string split over reads: read temp files in big pieces */
+/* a body in a temp file is read through a buffer of this size */
 #define NGX_HTTP_PREFIX_AWARE_FILE_BUF        65536
 
 
