@@ -87,7 +87,8 @@ $(MODULE): $(BUILD)/nginx/Makefile ngx_http_prefix_aware_module.c \
 $(BUILD)/unit/%: t/unit/%.c $(SRC_C) $(SRC_H) t/unit/unit.h t/unit/arena.h \
                  | deps
 	@mkdir -p $(BUILD)/unit
-	$(CC) $(CFLAGS_SRC) -It/unit -o $@ $< $(SRC_C) $(LIBS_SRC)
+	$(CC) $(CFLAGS_SRC) -It/unit -DT_CORPUS='"$(CURDIR)/fuzz/corpus/openai"' \
+	    -o $@ $< $(SRC_C) $(LIBS_SRC)
 
 unit: $(UNIT_BIN)
 	@for t in $(UNIT_BIN); do echo "== $$t"; $$t || exit 1; done
