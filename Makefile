@@ -24,10 +24,10 @@ UNIT_BIN  = $(patsubst t/unit/%.c,$(BUILD)/unit/%,$(UNIT_C))
 
 CFLAGS_SRC = -std=c99 -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \
              -D_POSIX_C_SOURCE=200809L -Isrc
-LIBS_SRC   = -lyajl
+LIBS_SRC   =
 
 # Debian packages the build, the tests and the benchmarks need
-DEB_BUILD = build-essential nginx nginx-dev libxxhash-dev libyajl-dev \
+DEB_BUILD = build-essential nginx nginx-dev libxxhash-dev \
             libpcre2-dev libssl-dev zlib1g-dev
 DEB_TEST  = libtest-base-perl libwww-perl liburi-perl libipc-run3-perl \
             libtext-diff-perl libtest-longstring-perl liblist-moreutils-perl \
