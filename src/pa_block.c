@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "pa_block.h"
 
@@ -195,28 +196,29 @@ static size_t
 pa_blocks_scan(const unsigned char *p, size_t n, uint32_t want,
     uint32_t *leads)
 {
-    size_t    i, j, end;
-    uint32_t  c, w;
+    size_t    i;
+    uint32_t  c;
+    uint64_t  x[4], f;
 
     c = 0;
     i = 0;
 
     /*
-     * most of the text is ascii: count whole runs of bytes, each at most
-     * one lead byte, without a branch per byte, while they cannot reach
-     * "want"; the compiler vectorizes the inner loop
+     * 32 bytes at a time while they cannot reach "want": a byte 10xxxxxx
+     * continues a character, the others lead one; the flags of four words
+     * are added bytewise, and the multiply sums the bytes into the top one
      */
 
-    while (n - i >= 64 && want - c > 64) {
-        w = 0;
-        end = i + 64;
+    while (n - i >= 32 && want - c > 32) {
+        memcpy(x, p + i, sizeof(x));
 
-        for (j = i; j < end; j++) {
-            w += (p[j] & 0xc0) != 0x80;
-        }
+        f = ((x[0] & ~(x[0] << 1)) >> 7 & 0x0101010101010101ULL)
+            + ((x[1] & ~(x[1] << 1)) >> 7 & 0x0101010101010101ULL)
+            + ((x[2] & ~(x[2] << 1)) >> 7 & 0x0101010101010101ULL)
+            + ((x[3] & ~(x[3] << 1)) >> 7 & 0x0101010101010101ULL);
 
-        c += w;
-        i = end;
+        c += 32 - (uint32_t) ((f * 0x0101010101010101ULL) >> 56);
+        i += 32;
     }
 
     for ( /* void */ ; i < n; i++) {

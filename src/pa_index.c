@@ -23,7 +23,6 @@
 #define PA_INDEX_SPIN      64         /* lock attempts before skipping */
 #define PA_INDEX_RETRY     4          /* reads of a bucket being written */
 #define PA_INDEX_AHEAD     4          /* buckets prefetched ahead */
-#define PA_INDEX_STALE     UINT64_MAX
 
 
 typedef struct {
@@ -52,7 +51,7 @@ static void pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     uint32_t stamp, pa_index_count_t *cnt);
 static uint32_t pa_index_probe(pa_index_t *idx, uint64_t hash,
     uint32_t limit, uint32_t *servers);
-static uint64_t pa_index_age(pa_index_t *idx, uint32_t server,
+static int64_t pa_index_life(pa_index_t *idx, uint32_t server,
     uint32_t stamp);
 static uint32_t pa_index_get32(const pa_index_copy_t *c, size_t off);
 static uint32_t pa_index_get16(const pa_index_copy_t *c, size_t off);
@@ -562,9 +561,8 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     uint32_t stamp, pa_index_count_t *cnt)
 {
     size_t           ent, st, sv;
-    uint32_t         e, k, h, tag, seq, hit, empty, victim, slot;
-    uint32_t         live, s;
-    uint64_t         age, score, worst, oldest;
+    int64_t          life, most, least;
+    uint32_t         e, k, h, s, tag, seq, hit, empty, victim, slot;
     unsigned char   *bucket;
     pa_index_copy_t  c;
 
@@ -586,68 +584,61 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
 
     hit = UINT32_MAX;
     empty = UINT32_MAX;
-    victim = 0;
-    worst = 0;
 
-    for (e = 0; e < idx->ways; e++) {
+    for (e = 0; e < idx->ways && hit == UINT32_MAX; e++) {
         ent = 8 + (size_t) e * idx->entry_size;
         sv = ent + 4 + 4 * h;
 
-        live = 0;
-        score = PA_INDEX_STALE;
-
         for (k = 0; k < h; k++) {
-            s = pa_index_get16(&c, sv + 2 * k);
-
-            if (s == PA_INDEX_NO_SERVER) {
-                continue;
+            if (pa_index_get16(&c, sv + 2 * k) != PA_INDEX_NO_SERVER) {
+                break;
             }
-
-            live = 1;
-
-            age = pa_index_age(idx, s, pa_index_get32(&c, ent + 4 + 4 * k));
-            score = (age < score) ? age : score;
         }
 
-        if (!live) {
+        if (k == h) {
             empty = (empty == UINT32_MAX) ? e : empty;
-            continue;
-        }
 
-        if (pa_index_get32(&c, ent) == tag) {
+        } else if (pa_index_get32(&c, ent) == tag) {
             hit = e;
-            break;
-        }
-
-        /* the entry whose freshest holder is stalest, expired first */
-
-        if (score > worst) {
-            worst = score;
-            victim = e;
         }
     }
 
-    if (hit == UINT32_MAX) {
+    if (hit == UINT32_MAX && empty != UINT32_MAX) {
+        hit = empty;
+        cnt->used++;
 
-        if (empty != UINT32_MAX) {
-            hit = empty;
-            cnt->used++;
+    } else if (hit == UINT32_MAX) {
 
-        } else {
-            hit = victim;
+        /*
+         * the bucket is full: out goes the entry whose freshest holder
+         * has the least life left in its server's cache, an expired one
+         * first
+         */
 
-            if (worst != PA_INDEX_STALE) {
-                cnt->evictions++;
+        victim = 0;
+        least = INT64_MAX;
+
+        for (e = 0; e < idx->ways; e++) {
+            ent = 8 + (size_t) e * idx->entry_size;
+            sv = ent + 4 + 4 * h;
+            most = -1;
+
+            for (k = 0; k < h; k++) {
+                life = pa_index_life(idx, pa_index_get16(&c, sv + 2 * k),
+                                     pa_index_get32(&c, ent + 4 + 4 * k));
+                most = (life > most) ? life : most;
+            }
+
+            if (most < least) {
+                least = most;
+                victim = e;
             }
         }
 
-        ent = 8 + (size_t) hit * idx->entry_size;
-        sv = ent + 4 + 4 * h;
+        hit = victim;
 
-        pa_index_set32(&c, ent, tag);
-
-        for (k = 0; k < h; k++) {
-            pa_index_set16(&c, sv + 2 * k, PA_INDEX_NO_SERVER);
+        if (least >= 0) {
+            cnt->evictions++;
         }
     }
 
@@ -655,11 +646,20 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     st = ent + 4;
     sv = st + 4 * h;
 
+    if (pa_index_get32(&c, ent) != tag) {
+        /* a new entry: no holder of the old one carries over */
+        pa_index_set32(&c, ent, tag);
+
+        for (k = 0; k < h; k++) {
+            pa_index_set16(&c, sv + 2 * k, PA_INDEX_NO_SERVER);
+        }
+    }
+
     /* this server's slot, else an empty or expired one, else the stalest */
 
     slot = UINT32_MAX;
-    oldest = 0;
     victim = 0;
+    least = INT64_MAX;
 
     for (k = 0; k < h; k++) {
         s = pa_index_get16(&c, sv + 2 * k);
@@ -669,12 +669,10 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
             break;
         }
 
-        age = (s == PA_INDEX_NO_SERVER)
-              ? PA_INDEX_STALE
-              : pa_index_age(idx, s, pa_index_get32(&c, st + 4 * k));
+        life = pa_index_life(idx, s, pa_index_get32(&c, st + 4 * k));
 
-        if (age > oldest) {
-            oldest = age;
+        if (life < least) {
+            least = life;
             victim = k;
         }
     }
@@ -682,7 +680,7 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     if (slot == UINT32_MAX) {
         slot = victim;
 
-        if (oldest != PA_INDEX_STALE) {
+        if (least >= 0) {
             cnt->replaced++;
         }
     }
@@ -730,8 +728,8 @@ pa_index_probe(pa_index_t *idx, uint64_t hash, uint32_t limit,
                 continue;
             }
 
-            if (pa_index_age(idx, s, pa_index_get32(&c, ent + 4 + 4 * k))
-                != PA_INDEX_STALE)
+            if (pa_index_life(idx, s, pa_index_get32(&c, ent + 4 + 4 * k))
+                >= 0)
             {
                 servers[m++] = s;
             }
@@ -747,19 +745,19 @@ pa_index_probe(pa_index_t *idx, uint64_t hash, uint32_t limit,
 
 
 /*
- * the age of a holder in its server's blocks, scaled by its capacity so
- * that servers of different sizes compare; PA_INDEX_STALE once the
- * server's LRU would have dropped it
+ * the blocks a holder has left in its server's cache before the LRU
+ * drops it, -1 if it has, or if the slot is empty; no division, as it
+ * is computed for every holder met
  */
 
-static uint64_t
-pa_index_age(pa_index_t *idx, uint32_t server, uint32_t stamp)
+static int64_t
+pa_index_life(pa_index_t *idx, uint32_t server, uint32_t stamp)
 {
     int32_t   d;
     uint32_t  now, cap;
 
     if (server >= idx->nservers) {
-        return PA_INDEX_STALE;
+        return -1;
     }
 
     now = (uint32_t) __atomic_load_n(&idx->srv[server].counter,
@@ -770,14 +768,14 @@ pa_index_age(pa_index_t *idx, uint32_t server, uint32_t stamp)
     d = (int32_t) (now - stamp);
 
     if (d <= 0) {
-        return 0;
+        return cap;
     }
 
     if ((uint32_t) d > cap) {
-        return PA_INDEX_STALE;
+        return -1;
     }
 
-    return ((uint64_t) d << 32) / cap;
+    return (int64_t) cap - d;
 }
 
 
