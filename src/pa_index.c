@@ -35,6 +35,7 @@ typedef struct {
     uint64_t        replaced;
     uint64_t        used;
     uint64_t        busy;
+    uint64_t        fresh;
 } pa_index_count_t;
 
 
@@ -51,6 +52,8 @@ static void pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     uint32_t stamp, pa_index_count_t *cnt);
 static uint32_t pa_index_probe(pa_index_t *idx, uint64_t hash,
     uint32_t limit, uint32_t *servers);
+static int pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
+    int64_t life);
 static int64_t pa_index_life(pa_index_t *idx, uint32_t server,
     uint32_t stamp);
 static uint32_t pa_index_get32(const pa_index_copy_t *c, size_t off);
@@ -195,7 +198,7 @@ void
 pa_index_record(pa_index_t *idx, uint32_t server, const uint64_t *hashes,
     uint32_t n, uint32_t cached)
 {
-    uint32_t          i, stamp, added;
+    uint32_t          i, stamp, added, half;
     uint64_t          end;
     pa_index_hdr_t   *hdr;
     pa_index_count_t  cnt;
@@ -218,12 +221,28 @@ pa_index_record(pa_index_t *idx, uint32_t server, const uint64_t *hashes,
 
     memset(&cnt, 0, sizeof(pa_index_count_t));
 
+    half = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED) / 2;
+
     for (i = 0; i < n; i++) {
 
         if (i + PA_INDEX_AHEAD < n) {
             __builtin_prefetch(pa_index_bucket(idx,
                                                hashes[i + PA_INDEX_AHEAD]),
                                1);
+        }
+
+        /*
+         * a block the server already holds with over half its cache life
+         * left is not stamped again: a read instead of a locked write
+         * for the shared part of a prefix, at the price of an expiry up
+         * to half a cache early
+         */
+
+        if (i < cached
+            && pa_index_holds(idx, hashes[i], server, (int64_t) half))
+        {
+            cnt.fresh++;
+            continue;
         }
 
         pa_index_put(idx, hashes[i], server, stamp, &cnt);
@@ -562,7 +581,7 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
 {
     size_t           ent, st, sv;
     int64_t          life, most, least;
-    uint32_t         e, k, h, s, tag, seq, hit, empty, victim, slot;
+    uint32_t         e, k, h, tag, seq, hit, empty, victim, slot;
     unsigned char   *bucket;
     pa_index_copy_t  c;
 
@@ -657,27 +676,26 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
 
     /* this server's slot, else an empty or expired one, else the stalest */
 
-    slot = UINT32_MAX;
-    victim = 0;
-    least = INT64_MAX;
-
-    for (k = 0; k < h; k++) {
-        s = pa_index_get16(&c, sv + 2 * k);
-
-        if (s == server) {
-            slot = k;
+    for (slot = 0; slot < h; slot++) {
+        if (pa_index_get16(&c, sv + 2 * slot) == server) {
             break;
-        }
-
-        life = pa_index_life(idx, s, pa_index_get32(&c, st + 4 * k));
-
-        if (life < least) {
-            least = life;
-            victim = k;
         }
     }
 
-    if (slot == UINT32_MAX) {
+    if (slot == h) {
+        victim = 0;
+        least = INT64_MAX;
+
+        for (k = 0; k < h; k++) {
+            life = pa_index_life(idx, pa_index_get16(&c, sv + 2 * k),
+                                 pa_index_get32(&c, st + 4 * k));
+
+            if (life < least) {
+                least = life;
+                victim = k;
+            }
+        }
+
         slot = victim;
 
         if (least >= 0) {
@@ -737,6 +755,45 @@ pa_index_probe(pa_index_t *idx, uint64_t hash, uint32_t limit,
 
         if (m > 0) {
             return m;
+        }
+    }
+
+    return 0;
+}
+
+
+/* 1 if "server" holds the block with more than "life" blocks left */
+
+static int
+pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
+    int64_t life)
+{
+    size_t           ent, sv;
+    uint32_t         e, k, h, tag;
+    pa_index_copy_t  c;
+
+    if (pa_index_read(pa_index_bucket(idx, hash), &c) != 0) {
+        return 0;
+    }
+
+    h = idx->holders;
+    tag = (uint32_t) (hash >> 32);
+
+    for (e = 0; e < idx->ways; e++) {
+        ent = 8 + (size_t) e * idx->entry_size;
+
+        if (pa_index_get32(&c, ent) != tag) {
+            continue;
+        }
+
+        sv = ent + 4 + 4 * h;
+
+        for (k = 0; k < h; k++) {
+            if (pa_index_get16(&c, sv + 2 * k) == server) {
+                return pa_index_life(idx, server,
+                                     pa_index_get32(&c, ent + 4 + 4 * k))
+                       > life;
+            }
         }
     }
 

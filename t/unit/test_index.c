@@ -248,7 +248,7 @@ test_eviction(void)
     }
 
     /* use the oldest again: the second oldest goes first */
-    pa_index_record(&idx, 0, &h[0], 1, 1);
+    pa_index_record(&idx, 0, &h[0], 1, 0);
     pa_index_record(&idx, 0, &h[ways], 1, 0);
 
     CHECK(pa_index_match(&idx, &h[0], 1, depth, NSRV, NULL, NULL) == 1);
@@ -364,12 +364,31 @@ test_capacity(void)
     pa_index_record(&idx, 1, b, 101, 95);
     CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 0);
 
+    /*
+     * a cached block with over half its life left is not stamped again,
+     * one with less is
+     */
+    pa_index_record(&idx, 2, a, 10, 0);     /* counter 10 */
+    pa_index_record(&idx, 2, b, 20, 0);     /* 30: 80 left */
+    pa_index_record(&idx, 2, a, 10, 10);    /* not stamped */
+    pa_index_record(&idx, 2, b + 20, 81, 0);
+    (void) pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[2] == 0);
+
+    pa_index_record(&idx, 3, a, 10, 0);     /* counter 10 */
+    pa_index_record(&idx, 3, b, 60, 0);     /* 70: 40 left */
+    pa_index_record(&idx, 3, a, 10, 10);    /* stamped 70 */
+    pa_index_record(&idx, 3, b + 60, 99, 0);
+    (void) pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[3] == 10);
+
     /* a larger cache keeps more */
     pa_index_set_capacity(&idx, 1, 1000);
     CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 10);
 
     pa_index_forget(&idx, 1);
-    CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 0);
+    (void) pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[1] == 0 && depth[3] == 10);
     (void) pa_index_match(&idx, b, 101, depth, NSRV, NULL, NULL);
     CHECK(depth[1] == 0 && depth[0] == 101);
 
