@@ -22,7 +22,7 @@
 #define PA_INDEX_HDR_SIZE  sizeof(pa_index_hdr_t)
 #define PA_INDEX_SPIN      64         /* lock attempts before skipping */
 #define PA_INDEX_RETRY     4          /* reads of a bucket being written */
-#define PA_INDEX_AHEAD     4          /* buckets prefetched ahead */
+#define PA_INDEX_AHEAD     8          /* buckets prefetched ahead */
 
 
 typedef struct {
@@ -61,6 +61,7 @@ static uint32_t pa_index_get16(const pa_index_copy_t *c, size_t off);
 static void pa_index_set32(pa_index_copy_t *c, size_t off, uint32_t v);
 static void pa_index_set16(pa_index_copy_t *c, size_t off, uint32_t v);
 static void pa_index_pause(void);
+static void pa_index_prefetch(pa_index_t *idx, uint64_t hash);
 
 
 size_t
@@ -226,9 +227,7 @@ pa_index_record(pa_index_t *idx, uint32_t server, const uint64_t *hashes,
     for (i = 0; i < n; i++) {
 
         if (i + PA_INDEX_AHEAD < n) {
-            __builtin_prefetch(pa_index_bucket(idx,
-                                               hashes[i + PA_INDEX_AHEAD]),
-                               1);
+            pa_index_prefetch(idx, hashes[i + PA_INDEX_AHEAD]);
         }
 
         /*
@@ -344,9 +343,7 @@ pa_index_match(pa_index_t *idx, const uint64_t *hashes, uint32_t n,
     for (i = (int32_t) lo - 1; i >= 0; i--) {
 
         if (i >= PA_INDEX_AHEAD) {
-            __builtin_prefetch(pa_index_bucket(idx,
-                                               hashes[i - PA_INDEX_AHEAD]),
-                               0);
+            pa_index_prefetch(idx, hashes[i - PA_INDEX_AHEAD]);
         }
 
         m = (i == 0) ? first : pa_index_probe(idx, hashes[i], limit,
@@ -873,6 +870,20 @@ pa_index_set16(pa_index_copy_t *c, size_t off, uint32_t v)
     x = (uint16_t) v;
 
     memcpy((unsigned char *) c->w + off, &x, sizeof(uint16_t));
+}
+
+
+/* both cache lines of a bucket, ahead of their use */
+
+static void
+pa_index_prefetch(pa_index_t *idx, uint64_t hash)
+{
+    unsigned char  *b;
+
+    b = pa_index_bucket(idx, hash);
+
+    __builtin_prefetch(b);
+    __builtin_prefetch(b + 64);
 }
 
 
