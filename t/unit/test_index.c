@@ -215,12 +215,12 @@ test_holders(void)
 static void
 test_eviction(void)
 {
-    size_t      size;
-    uint32_t    i, ways, d;
-    uint64_t    h[16];
-    uint32_t    depth[NSRV];
-    void       *region;
-    pa_index_t  idx;
+    size_t            size;
+    uint32_t          i, ways, d;
+    uint64_t          h[16];
+    uint32_t          depth[NSRV];
+    void             *region;
+    pa_index_t        idx;
     pa_index_stats_t  st;
 
     /* one bucket: every hash collides */
@@ -284,13 +284,13 @@ test_eviction(void)
 static void
 test_full(void)
 {
-    int         ok;
-    size_t      size;
-    uint32_t    i, s;
-    uint64_t    rnd, h;
-    uint32_t    depth[NSRV];
-    void       *region;
-    pa_index_t  idx;
+    int               ok;
+    size_t            size;
+    uint32_t          i, s;
+    uint64_t          rnd, h;
+    uint32_t          depth[NSRV];
+    void             *region;
+    pa_index_t        idx;
     pa_index_stats_t  st;
 
     size = pa_index_region_size(64, NSRV, 2);
@@ -434,12 +434,12 @@ test_attach(void)
 static void
 test_stuck(void)
 {
-    size_t      size;
-    uint32_t    i;
-    uint64_t    h[4];
-    uint32_t    depth[NSRV];
-    void       *region;
-    pa_index_t  idx;
+    size_t            size;
+    uint32_t          i;
+    uint64_t          h[4];
+    uint32_t          depth[NSRV];
+    void             *region;
+    pa_index_t        idx;
     pa_index_stats_t  st;
 
     size = pa_index_region_size(1, NSRV, 4);
@@ -533,11 +533,12 @@ test_garbage(void)
 static void *
 worker(void *data)
 {
-    worker_t  *wk = data;
+    uint32_t   i, n, s, d, nf, fork;
+    uint64_t   a[CHAIN];
+    uint32_t   depth[NSRV], found[NSRV];
+    worker_t  *wk;
 
-    uint32_t  i, n, s, d, nf, fork;
-    uint64_t  a[CHAIN];
-    uint32_t  depth[NSRV], found[NSRV];
+    wk = data;
 
     while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
         /* 64 prompts, each forked from 8 shared prefixes */
