@@ -63,6 +63,7 @@ typedef struct {
     size_t          prefix;
     int             is_char;
     int             spread;         /* records to any server: full walks */
+    int             stress;         /* 1: totals summed, 2: all over cap */
     double          hash;
     double          match;
     double          choose;
@@ -393,8 +394,16 @@ b_v2_run(b_v2_t *cf, unsigned char **bodies, pa_index_t *idx,
     for (i = 0; i < cf->nservers; i++) {
         b_v2_load.work[i] = (uint64_t) (rand() % 8) * cf->prefix
                             + rand() % 1000;
+        b_v2_load.inflight[i] = (cf->stress == 2) ? 1 : rand() % 8;
         in.total_work += b_v2_load.work[i];
         in.total_weight++;
+    }
+
+    if (cf->stress == 1) {
+        in.totals = 0;
+
+    } else if (cf->stress == 2) {
+        in.threshold = 1;
     }
 
     /* warm: two passes of the pipeline, or of records anywhere */
@@ -521,7 +530,6 @@ b_v2(unsigned char **bodies)
     srand(2);
 
     for (i = 0; i < B_MAX_SRV; i++) {
-        b_v2_load.inflight[i] = rand() % 8;
         b_v2_load.id_hash[i] = (uint64_t) rand() << 32 | (uint64_t) rand();
     }
 
@@ -591,6 +599,39 @@ b_v2(unsigned char **bodies)
     }
 
     free(points);
+
+    /* the choice when the caller keeps no totals, and in the worst case */
+
+    printf("\n### choice alone, 4 KB, blocks of 128\n\n| servers | case "
+           "| ns |\n|---:|---|---:|\n");
+
+    for (ns = 1; ns < sizeof(servers) / sizeof(servers[0]); ns++) {
+        b_ring(servers[ns], &ring, &points);
+
+        for (k = 0; k < 3; k++) {
+            if (pa_index_init(&idx, region, size, B_MAX_SRV, B_HOLDERS,
+                              1u << 24) != 0)
+            {
+                exit(1);
+            }
+
+            memset(&cf, 0, sizeof(b_v2_t));
+            cf.nservers = servers[ns];
+            cf.block = 128;
+            cf.prefix = 4096;
+            cf.stress = (int) k;
+
+            b_v2_run(&cf, bodies, &idx, &ring);
+
+            printf("| %u | %s | %.0f |\n", cf.nservers,
+                   k == 0 ? "totals kept by the caller"
+                   : k == 1 ? "totals summed here (a probe per server)"
+                   : "every server at the cap: full ring walk, least work",
+                   cf.choose);
+        }
+
+        free(points);
+    }
 
     printf("\n### index memory\n\n| holders per entry | entries per "
            "128-byte bucket | MB per million block hashes |\n"
