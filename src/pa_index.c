@@ -269,6 +269,10 @@ pa_index_record(pa_index_t *idx, uint32_t server, const uint64_t *hashes,
     if (cnt.busy) {
         (void) __atomic_fetch_add(&hdr->busy, cnt.busy, __ATOMIC_RELAXED);
     }
+
+    if (cnt.fresh) {
+        (void) __atomic_fetch_add(&hdr->fresh, cnt.fresh, __ATOMIC_RELAXED);
+    }
 }
 
 
@@ -400,6 +404,7 @@ pa_index_stats(pa_index_t *idx, pa_index_stats_t *st)
     st->replaced = __atomic_load_n(&hdr->replaced, __ATOMIC_RELAXED);
     st->busy = __atomic_load_n(&hdr->busy, __ATOMIC_RELAXED);
     st->recorded = __atomic_load_n(&hdr->recorded, __ATOMIC_RELAXED);
+    st->fresh = __atomic_load_n(&hdr->fresh, __ATOMIC_RELAXED);
 }
 
 

@@ -51,7 +51,8 @@ typedef struct {
     uint64_t        replaced;         /* valid holders pushed out */
     uint64_t        busy;             /* lock not taken: update skipped */
     uint64_t        recorded;         /* blocks recorded */
-    unsigned char   pad1[64 - 40];
+    uint64_t        fresh;            /* of them, held fresh: not stamped */
+    unsigned char   pad1[64 - 48];
 } pa_index_hdr_t;
 
 
@@ -83,6 +84,7 @@ typedef struct {
     uint64_t        replaced;
     uint64_t        busy;
     uint64_t        recorded;
+    uint64_t        fresh;
 } pa_index_stats_t;
 
 

@@ -329,11 +329,12 @@ test_full(void)
 static void
 test_capacity(void)
 {
-    size_t      size;
-    uint64_t    a[CHAIN], b[200];
-    uint32_t    depth[NSRV];
-    void       *region;
-    pa_index_t  idx;
+    size_t            size;
+    uint64_t          a[CHAIN], b[200];
+    uint32_t          depth[NSRV];
+    void             *region;
+    pa_index_t        idx;
+    pa_index_stats_t  st;
 
     size = pa_index_region_size(8192, NSRV, 4);
     region = region_new(size);
@@ -381,6 +382,9 @@ test_capacity(void)
     pa_index_record(&idx, 3, b + 60, 99, 0);
     (void) pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[3] == 10);
+
+    pa_index_stats(&idx, &st);
+    CHECK(st.fresh >= 10);
 
     /* a larger cache keeps more */
     pa_index_set_capacity(&idx, 1, 1000);
