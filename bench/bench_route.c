@@ -358,6 +358,7 @@ b_v2_run(b_v2_t *cf, unsigned char **bodies, pa_index_t *idx,
     pa_choose_in_t   in;
     static uint64_t  hashes[B_BODIES][B_MAX_BLK];
     static uint64_t  tails[B_BODIES];
+    static uint32_t  chosen[B_BODIES], cdepth[B_BODIES];
     static uint32_t  depth[B_MAX_SRV], found[B_MAX_SRV];
     static unsigned char  seen[B_MAX_SRV / 8];
 
@@ -419,6 +420,9 @@ b_v2_run(b_v2_t *cf, unsigned char **bodies, pa_index_t *idx,
         pa_index_record(idx, cf->spread ? (i * 7919u) % cf->nservers
                                         : ch.server,
                         hashes[i % B_BODIES], n, ch.depth);
+
+        chosen[i % B_BODIES] = ch.server;
+        cdepth[i % B_BODIES] = ch.depth;
     }
 
     for (phase = 0; phase < 5; phase++) {
@@ -456,10 +460,12 @@ b_v2_run(b_v2_t *cf, unsigned char **bodies, pa_index_t *idx,
                         break;
 
                     case 3:
+                        /* the same request again, as routed last time */
                         pa_index_record(idx, cf->spread
                                         ? (i * 7919u) % cf->nservers
-                                        : i % cf->nservers,
-                                        hashes[i], n, n);
+                                        : chosen[i],
+                                        hashes[i], n,
+                                        cf->spread ? n : cdepth[i]);
                         break;
 
                     default:
