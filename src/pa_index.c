@@ -224,24 +224,28 @@ pa_index_record(pa_index_t *idx, uint32_t server, const uint64_t *hashes,
 
     half = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED) / 2;
 
-    for (i = 0; i < n; i++) {
+    /*
+     * the blocks the server already holds are not stamped again while
+     * the deepest of them has over half its cache life left: every
+     * record of a block records the blocks before it too, so they are at
+     * least as fresh.  one read instead of a locked write per block for
+     * the shared part of a prefix, at the price of an expiry up to half
+     * a cache early.
+     */
+
+    i = 0;
+
+    if (cached > 0
+        && pa_index_holds(idx, hashes[cached - 1], server, (int64_t) half))
+    {
+        i = cached;
+        cnt.fresh = cached;
+    }
+
+    for ( /* void */ ; i < n; i++) {
 
         if (i + PA_INDEX_AHEAD < n) {
             pa_index_prefetch(idx, hashes[i + PA_INDEX_AHEAD]);
-        }
-
-        /*
-         * a block the server already holds with over half its cache life
-         * left is not stamped again: a read instead of a locked write
-         * for the shared part of a prefix, at the price of an expiry up
-         * to half a cache early
-         */
-
-        if (i < cached
-            && pa_index_holds(idx, hashes[i], server, (int64_t) half))
-        {
-            cnt.fresh++;
-            continue;
         }
 
         pa_index_put(idx, hashes[i], server, stamp, &cnt);
