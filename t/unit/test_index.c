@@ -42,6 +42,7 @@ static void test_holders(void);
 static void test_eviction(void);
 static void test_full(void);
 static void test_capacity(void);
+static void test_fresh(void);
 static void test_attach(void);
 static void test_stuck(void);
 static void test_garbage(void);
@@ -400,6 +401,45 @@ test_capacity(void)
 }
 
 
+/* the deepest cached block decides whether the cached ones are stamped */
+
+static void
+test_fresh(void)
+{
+    size_t            size;
+    uint64_t          a[CHAIN];
+    uint32_t          depth[NSRV];
+    void             *region;
+    pa_index_t        idx;
+    pa_index_stats_t  st;
+
+    size = pa_index_region_size(4096, NSRV, 4);
+    region = region_new(size);
+
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 1000) == 0);
+
+    chain(6, CHAIN, a, CHAIN);
+
+    pa_index_record(&idx, 6, a, 5, 0);
+    pa_index_record(&idx, 6, a, 12, 5);      /* 5 fresh, 7 new */
+
+    pa_index_stats(&idx, &st);
+    CHECK(st.fresh == 5 && st.recorded == 17);
+    CHECK(pa_index_match(&idx, a, 12, depth, NSRV, NULL, NULL) == 12);
+    CHECK(depth[6] == 12);
+
+    /* a depth the index does not confirm: every block is stamped */
+    pa_index_record(&idx, 7, a, 12, 12);
+
+    pa_index_stats(&idx, &st);
+    CHECK(st.fresh == 5);
+    CHECK(pa_index_match(&idx, a, 12, depth, NSRV, NULL, NULL) == 12);
+    CHECK(depth[7] == 12 && depth[6] == 12);
+
+    free(region);
+}
+
+
 static void
 test_attach(void)
 {
@@ -648,6 +688,7 @@ main(void)
     test_eviction();
     test_full();
     test_capacity();
+    test_fresh();
     test_attach();
     test_stuck();
     test_garbage();
