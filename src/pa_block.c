@@ -53,6 +53,11 @@ pa_blocks_feed(pa_blocks_t *b, const unsigned char *p, size_t n)
     uint32_t       leads;
     XXH3_state_t  *st;
 
+    if (b->done) {
+        /* the hashes are mixed with the seed: nothing more goes in */
+        return 0;
+    }
+
     st = pa_blocks_state(b);
 
     while (n > 0 && b->nblocks < b->max_blocks) {

@@ -53,7 +53,7 @@ int pa_blocks_init(pa_blocks_t *b, int unit_is_char, uint32_t block_units,
 /*
  * hashes the complete blocks of the text so far; returns 1 while more
  * text would add a block, 0 once "max_blocks" are complete (feeding more
- * only counts units)
+ * only counts units) or after pa_blocks_finish() (nothing is taken)
  */
 int pa_blocks_feed(pa_blocks_t *b, const unsigned char *p, size_t n);
 

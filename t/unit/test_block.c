@@ -421,6 +421,13 @@ test_cap(void)
     CHECK(blocks.units == 228);
     CHECK(pa_blocks_finish(&blocks, 0) == 2);
     CHECK(pa_blocks_finish(&blocks, 0) == 2);
+
+    /* nothing is fed after the finish */
+    CHECK(pa_blocks_init(&blocks, 0, 64, 4, out) == 0);
+    CHECK(pa_blocks_feed(&blocks, text, 64) == 1);
+    CHECK(pa_blocks_finish(&blocks, 0) == 1);
+    CHECK(pa_blocks_feed(&blocks, text, 128) == 0);
+    CHECK(blocks.nblocks == 1 && blocks.units == 64);
 }
 
 
