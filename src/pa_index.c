@@ -22,7 +22,7 @@
 #define PA_INDEX_HDR_SIZE  sizeof(pa_index_hdr_t)
 #define PA_INDEX_SPIN      64         /* lock attempts before skipping */
 #define PA_INDEX_RETRY     4          /* reads of a bucket being written */
-#define PA_INDEX_AHEAD     8          /* buckets prefetched ahead */
+#define PA_INDEX_AHEAD     32         /* buckets prefetched ahead */
 
 
 typedef struct {
@@ -54,7 +54,7 @@ static uint32_t pa_index_probe(pa_index_t *idx, uint64_t hash,
     uint32_t limit, uint32_t *servers);
 static int pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
     int64_t life);
-static int64_t pa_index_life(pa_index_t *idx, uint32_t server,
+static inline int64_t pa_index_life(pa_index_t *idx, uint32_t server,
     uint32_t stamp);
 static uint32_t pa_index_get32(const pa_index_copy_t *c, size_t off);
 static uint32_t pa_index_get16(const pa_index_copy_t *c, size_t off);
@@ -199,7 +199,7 @@ void
 pa_index_record(pa_index_t *idx, uint32_t server, const uint64_t *hashes,
     uint32_t n, uint32_t cached)
 {
-    uint32_t          i, stamp, added, half;
+    uint32_t          i, k, stamp, added, half;
     uint64_t          end;
     pa_index_hdr_t   *hdr;
     pa_index_count_t  cnt;
@@ -240,6 +240,10 @@ pa_index_record(pa_index_t *idx, uint32_t server, const uint64_t *hashes,
     {
         i = cached;
         cnt.fresh = cached;
+    }
+
+    for (k = i; k < n && k < i + PA_INDEX_AHEAD; k++) {
+        pa_index_prefetch(idx, hashes[k]);
     }
 
     for ( /* void */ ; i < n; i++) {
@@ -347,6 +351,12 @@ pa_index_match(pa_index_t *idx, const uint64_t *hashes, uint32_t n,
 
     full = (first == idx->holders);
     max = 0;
+
+    for (i = (int32_t) lo - 1; i >= 0 && i >= (int32_t) lo - PA_INDEX_AHEAD;
+         i--)
+    {
+        pa_index_prefetch(idx, hashes[i]);
+    }
 
     for (i = (int32_t) lo - 1; i >= 0; i--) {
 
@@ -586,8 +596,8 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     uint32_t stamp, pa_index_count_t *cnt)
 {
     size_t           ent, st, sv;
-    int64_t          life, most, least;
-    uint32_t         e, k, h, tag, seq, hit, empty, victim, slot;
+    int64_t          life, least;
+    uint32_t         e, k, h, tag, seq, hit, empty, slot;
     unsigned char   *bucket;
     pa_index_copy_t  c;
 
@@ -610,21 +620,17 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     hit = UINT32_MAX;
     empty = UINT32_MAX;
 
-    for (e = 0; e < idx->ways && hit == UINT32_MAX; e++) {
+    /* an entry is empty if its first holder is: holders fill from it */
+
+    for (e = 0; e < idx->ways; e++) {
         ent = 8 + (size_t) e * idx->entry_size;
-        sv = ent + 4 + 4 * h;
 
-        for (k = 0; k < h; k++) {
-            if (pa_index_get16(&c, sv + 2 * k) != PA_INDEX_NO_SERVER) {
-                break;
-            }
-        }
-
-        if (k == h) {
+        if (pa_index_get16(&c, ent + 4 + 4 * h) == PA_INDEX_NO_SERVER) {
             empty = (empty == UINT32_MAX) ? e : empty;
 
         } else if (pa_index_get32(&c, ent) == tag) {
             hit = e;
+            break;
         }
     }
 
@@ -635,32 +641,25 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     } else if (hit == UINT32_MAX) {
 
         /*
-         * the bucket is full: out goes the entry whose freshest holder
-         * has the least life left in its server's cache, an expired one
-         * first
+         * the bucket is full: out goes the entry whose most recent holder,
+         * the first, has the least life left in its server's cache, an
+         * expired one first; one read of a server counter per entry
          */
 
-        victim = 0;
         least = INT64_MAX;
+        hit = 0;
 
         for (e = 0; e < idx->ways; e++) {
             ent = 8 + (size_t) e * idx->entry_size;
-            sv = ent + 4 + 4 * h;
-            most = -1;
 
-            for (k = 0; k < h; k++) {
-                life = pa_index_life(idx, pa_index_get16(&c, sv + 2 * k),
-                                     pa_index_get32(&c, ent + 4 + 4 * k));
-                most = (life > most) ? life : most;
-            }
+            life = pa_index_life(idx, pa_index_get16(&c, ent + 4 + 4 * h),
+                                 pa_index_get32(&c, ent + 4));
 
-            if (most < least) {
-                least = most;
-                victim = e;
+            if (life < least) {
+                least = life;
+                hit = e;
             }
         }
-
-        hit = victim;
 
         if (least >= 0) {
             cnt->evictions++;
@@ -671,7 +670,9 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     st = ent + 4;
     sv = st + 4 * h;
 
-    if (pa_index_get32(&c, ent) != tag) {
+    if (pa_index_get32(&c, ent) != tag
+        || pa_index_get16(&c, sv) == PA_INDEX_NO_SERVER)
+    {
         /* a new entry: no holder of the old one carries over */
         pa_index_set32(&c, ent, tag);
 
@@ -680,37 +681,46 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
         }
     }
 
-    /* this server's slot, else an empty or expired one, else the stalest */
+    /*
+     * holders are kept most recent first: the server's own slot, else
+     * the first empty one, else an expired one, else the last
+     */
 
     for (slot = 0; slot < h; slot++) {
-        if (pa_index_get16(&c, sv + 2 * slot) == server) {
+        k = pa_index_get16(&c, sv + 2 * slot);
+
+        if (k == server || k == PA_INDEX_NO_SERVER) {
             break;
         }
     }
 
     if (slot == h) {
-        victim = 0;
-        least = INT64_MAX;
+        slot = h - 1;
 
         for (k = 0; k < h; k++) {
             life = pa_index_life(idx, pa_index_get16(&c, sv + 2 * k),
                                  pa_index_get32(&c, st + 4 * k));
 
-            if (life < least) {
-                least = life;
-                victim = k;
+            if (life < 0) {
+                slot = k;
+                break;
             }
         }
 
-        slot = victim;
-
-        if (least >= 0) {
+        if (k == h) {
             cnt->replaced++;
         }
     }
 
-    pa_index_set16(&c, sv + 2 * slot, server);
-    pa_index_set32(&c, st + 4 * slot, stamp);
+    /* move the slots before it down by one, then stamp the first */
+
+    for (k = slot; k > 0; k--) {
+        pa_index_set16(&c, sv + 2 * k, pa_index_get16(&c, sv + 2 * (k - 1)));
+        pa_index_set32(&c, st + 4 * k, pa_index_get32(&c, st + 4 * (k - 1)));
+    }
+
+    pa_index_set16(&c, sv, server);
+    pa_index_set32(&c, st, stamp);
 
     pa_index_unlock(bucket, seq, &c);
 }
@@ -813,7 +823,7 @@ pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
  * is computed for every holder met
  */
 
-static int64_t
+static inline int64_t
 pa_index_life(pa_index_t *idx, uint32_t server, uint32_t stamp)
 {
     int32_t   d;
