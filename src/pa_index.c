@@ -8,6 +8,8 @@
  * entries of "entry_size" bytes: a 32-bit tag (the high half of the block
  * hash; the low half picks the bucket), "holders" 32-bit stamps, then
  * "holders" 16-bit server ids, PA_INDEX_NO_SERVER if the slot is empty.
+ * Holders are kept most recent first, so empty slots are at the end and
+ * an entry is empty if its first slot is.
  */
 
 
