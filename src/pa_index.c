@@ -24,7 +24,8 @@
 #define PA_INDEX_HDR_SIZE  sizeof(pa_index_hdr_t)
 #define PA_INDEX_SPIN      64         /* lock attempts before skipping */
 #define PA_INDEX_RETRY     4          /* reads of a bucket being written */
-#define PA_INDEX_AHEAD     32         /* buckets prefetched ahead */
+#define PA_INDEX_AHEAD     32         /* buckets prefetched by a record */
+#define PA_INDEX_WALK      8          /* and by a match, which may stop */
 
 
 typedef struct {
@@ -354,7 +355,7 @@ pa_index_match(pa_index_t *idx, const uint64_t *hashes, uint32_t n,
     full = (first == idx->holders);
     max = 0;
 
-    for (i = (int32_t) lo - 1; i >= 0 && i >= (int32_t) lo - PA_INDEX_AHEAD;
+    for (i = (int32_t) lo - 1; i >= 0 && i >= (int32_t) lo - PA_INDEX_WALK;
          i--)
     {
         pa_index_prefetch(idx, hashes[i]);
@@ -362,8 +363,8 @@ pa_index_match(pa_index_t *idx, const uint64_t *hashes, uint32_t n,
 
     for (i = (int32_t) lo - 1; i >= 0; i--) {
 
-        if (i >= PA_INDEX_AHEAD) {
-            pa_index_prefetch(idx, hashes[i - PA_INDEX_AHEAD]);
+        if (i >= PA_INDEX_WALK) {
+            pa_index_prefetch(idx, hashes[i - PA_INDEX_WALK]);
         }
 
         m = (i == 0) ? first : pa_index_probe(idx, hashes[i], limit,
