@@ -5,15 +5,15 @@
  * The module's own work per request, apart from nginx: the body key (XXH3
  * over the first "length" bytes, fed in 4 KB buffers as nginx holds a
  * body), the mix with a tenant id, and the bounded-load ring walk, for
- * rings of 4, 16 and 64 servers, idle and with every server at the
- * threshold (the longest walk).  Best of 5 slices of 0.1 s; a markdown
- * table in nanoseconds per request.
+ * rings of 4, 16, 64 and 1024 servers, idle and with every server at the
+ * threshold (the longest walk).  Best of 5 slices of 0.1 s of the
+ * thread's cpu time; markdown tables in nanoseconds per request.
  *
  * Then routing v2 (docs/routing-v2.md): chained block keys, the prefix
  * index, the choice and the record, for 4, 64 and 1024 servers, 4 KB and
- * 64 KB prefixes and blocks of 64, 128 and 256 units, next to today's
- * path (body key + ring walk) for the same prefix and servers.  "BENCH_V2=0"
- * in the environment skips it.
+ * 64 KB prefixes and blocks of 64, 128 and 256 units, for a prefix seen
+ * before and a new one, next to today's path (body key + ring walk) for
+ * the same prefix and servers.  "BENCH_V2=0" in the environment skips it.
  */
 
 
