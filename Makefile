@@ -24,7 +24,7 @@ UNIT_BIN  = $(patsubst t/unit/%.c,$(BUILD)/unit/%,$(UNIT_C))
 
 CFLAGS_SRC = -std=c99 -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \
              -D_POSIX_C_SOURCE=200809L -Isrc
-LIBS_SRC   =
+LIBS_SRC   = -lpthread
 
 # Debian packages the build, the tests and the benchmarks need
 DEB_BUILD = build-essential nginx nginx-dev libxxhash-dev \

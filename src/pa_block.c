@@ -1,0 +1,277 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ */
+
+
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "pa_block.h"
+
+
+/* keeps a seed of 0 from giving a mixer key of 0 */
+#define PA_BLOCKS_SEED_ADD  0x9e3779b97f4a7c15ULL
+
+
+static XXH3_state_t *pa_blocks_state(pa_blocks_t *b);
+static size_t pa_blocks_scan(const unsigned char *p, size_t n,
+    uint32_t want, uint32_t *leads);
+static void pa_blocks_emit(pa_blocks_t *b, uint64_t h);
+static uint64_t pa_blocks_fmix(uint64_t z);
+
+
+int
+pa_blocks_init(pa_blocks_t *b, int unit_is_char, uint32_t block_units,
+    uint32_t max_blocks, uint64_t *out)
+{
+    if (block_units == 0 || max_blocks == 0 || out == NULL) {
+        return -1;
+    }
+
+    b->out = out;
+    b->prev = 0;
+    b->tail = 0;
+    b->units = 0;
+    b->block_units = block_units;
+    b->max_blocks = max_blocks;
+    b->nblocks = 0;
+    b->fill = 0;
+    b->unit_is_char = unit_is_char ? 1 : 0;
+    b->open = 0;
+    b->done = 0;
+
+    return 0;
+}
+
+
+int
+pa_blocks_feed(pa_blocks_t *b, const unsigned char *p, size_t n)
+{
+    size_t         k;
+    uint32_t       leads;
+    XXH3_state_t  *st;
+
+    if (b->done) {
+        /* the hashes are mixed with the seed: nothing more goes in */
+        return 0;
+    }
+
+    st = pa_blocks_state(b);
+
+    while (n > 0 && b->nblocks < b->max_blocks) {
+
+        if (!b->unit_is_char) {
+
+            if (!b->open && n >= b->block_units) {
+                /* a whole block in the piece: hashed in place, no state */
+                k = b->block_units;
+                b->units += k;
+                pa_blocks_emit(b, XXH3_64bits_withSeed(p, k, b->prev));
+                p += k;
+                n -= k;
+                continue;
+            }
+
+            if (!b->open) {
+                (void) XXH3_64bits_reset_withSeed(st, b->prev);
+                b->open = 1;
+            }
+
+            k = b->block_units - b->fill;
+            k = (n < k) ? n : k;
+
+            (void) XXH3_64bits_update(st, p, k);
+            b->units += k;
+            b->fill += (uint32_t) k;
+            p += k;
+            n -= k;
+
+            if (b->fill == b->block_units) {
+                pa_blocks_emit(b, XXH3_64bits_digest(st));
+            }
+
+            continue;
+        }
+
+        /*
+         * code points: a block runs from its first lead byte to the byte
+         * before the lead byte of unit block_units + 1, so it is complete
+         * only when that byte is seen or at the end of the text, and a
+         * piece may end inside a character
+         */
+
+        k = pa_blocks_scan(p, n, b->block_units + 1 - b->fill, &leads);
+
+        if (k < n && !b->open) {
+            /* the block starts and ends in this piece */
+            b->units += leads;
+            pa_blocks_emit(b, XXH3_64bits_withSeed(p, k, b->prev));
+            p += k;
+            n -= k;
+            continue;
+        }
+
+        if (!b->open) {
+            (void) XXH3_64bits_reset_withSeed(st, b->prev);
+            b->open = 1;
+        }
+
+        if (k > 0) {
+            (void) XXH3_64bits_update(st, p, k);
+        }
+
+        b->units += leads;
+        b->fill += leads;
+        p += k;
+        n -= k;
+
+        if (n > 0) {
+            /* p is at the first lead byte of the next block */
+            pa_blocks_emit(b, XXH3_64bits_digest(st));
+        }
+    }
+
+    if (n > 0) {
+        /* all blocks are complete: count the units the caller fed */
+
+        if (!b->unit_is_char) {
+            b->units += n;
+
+        } else {
+            (void) pa_blocks_scan(p, n, UINT32_MAX, &leads);
+            b->units += leads;
+        }
+    }
+
+    return b->nblocks < b->max_blocks;
+}
+
+
+uint32_t
+pa_blocks_finish(pa_blocks_t *b, uint64_t seed)
+{
+    uint32_t       i;
+    uint64_t       s;
+    XXH3_state_t  *st;
+
+    if (b->done) {
+        return b->nblocks;
+    }
+
+    b->done = 1;
+
+    st = pa_blocks_state(b);
+
+    if (b->open && b->fill == b->block_units) {
+        /* in code points the last block ends with the text */
+        pa_blocks_emit(b, XXH3_64bits_digest(st));
+    }
+
+    /* the partial block, if any, extends the chain for the tail key */
+    b->tail = b->open ? XXH3_64bits_digest(st) : b->prev;
+
+    s = pa_blocks_fmix(seed + PA_BLOCKS_SEED_ADD);
+
+    for (i = 0; i < b->nblocks; i++) {
+        b->out[i] = pa_blocks_fmix(b->out[i] ^ s);
+    }
+
+    b->tail = pa_blocks_fmix(b->tail ^ s);
+
+    return b->nblocks;
+}
+
+
+uint64_t
+pa_blocks_mix(uint64_t hash, uint64_t seed)
+{
+    return pa_blocks_fmix(hash ^ pa_blocks_fmix(seed + PA_BLOCKS_SEED_ADD));
+}
+
+
+/*
+ * the length of the prefix of p that holds fewer than "want" lead bytes,
+ * that is up to the lead byte number "want"; "leads" is set to the lead
+ * bytes in that prefix
+ */
+
+static size_t
+pa_blocks_scan(const unsigned char *p, size_t n, uint32_t want,
+    uint32_t *leads)
+{
+    size_t    i;
+    uint32_t  c;
+    uint64_t  x[4], f;
+
+    c = 0;
+    i = 0;
+
+    /*
+     * 32 bytes at a time while they cannot reach "want": a byte 10xxxxxx
+     * continues a character, the others lead one; the flags of four words
+     * are added bytewise, and the multiply sums the bytes into the top one
+     */
+
+    while (n - i >= 32 && want - c > 32) {
+        memcpy(x, p + i, sizeof(x));
+
+        f = ((x[0] & ~(x[0] << 1)) >> 7 & 0x0101010101010101ULL)
+            + ((x[1] & ~(x[1] << 1)) >> 7 & 0x0101010101010101ULL)
+            + ((x[2] & ~(x[2] << 1)) >> 7 & 0x0101010101010101ULL)
+            + ((x[3] & ~(x[3] << 1)) >> 7 & 0x0101010101010101ULL);
+
+        c += 32 - (uint32_t) ((f * 0x0101010101010101ULL) >> 56);
+        i += 32;
+    }
+
+    for ( /* void */ ; i < n; i++) {
+
+        if ((p[i] & 0xc0) != 0x80) {
+            if (c + 1 == want) {
+                break;
+            }
+
+            c++;
+        }
+    }
+
+    *leads = c;
+
+    return i;
+}
+
+
+static void
+pa_blocks_emit(pa_blocks_t *b, uint64_t h)
+{
+    b->out[b->nblocks++] = h;
+    b->prev = h;
+    b->fill = 0;
+    b->open = 0;
+}
+
+
+/* splitmix64's finalizer: a bijection with full avalanche */
+
+static uint64_t
+pa_blocks_fmix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+
+    return z ^ (z >> 31);
+}
+
+
+static XXH3_state_t *
+pa_blocks_state(pa_blocks_t *b)
+{
+    uintptr_t  a;
+
+    a = (uintptr_t) b->raw;
+    a = (a + PA_XXH3_STATE_ALIGN - 1) & ~(uintptr_t) (PA_XXH3_STATE_ALIGN - 1);
+
+    return (XXH3_state_t *) a;
+}

@@ -1,0 +1,73 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * Chained block keys of a prefix (routing v2): the key text is cut into
+ * blocks of "block_units" units, bytes of a raw body or Unicode code
+ * points of OpenAI text, and block i is hashed with the hash of block
+ * i - 1 as its seed, so that one hash stands for the whole prefix up to
+ * its block.  The text streams in pieces; at most one partial block is
+ * kept, inside an XXH3 streaming state.  Plain C, no nginx headers.
+ */
+
+
+#ifndef _PA_BLOCK_H_INCLUDED_
+#define _PA_BLOCK_H_INCLUDED_
+
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pa_key.h"
+
+
+/*
+ * like pa_body_key_t, the XXH3 state lives at the first 64-byte boundary
+ * of "raw": the struct must not be moved or copied while in use
+ */
+
+typedef struct {
+    uint64_t       *out;          /* max_blocks chained hashes */
+    uint64_t        prev;         /* chained hash of the last block */
+    uint64_t        tail;         /* finish: hash of the whole text */
+    uint64_t        units;        /* units fed, counted past the blocks */
+    uint32_t        block_units;
+    uint32_t        max_blocks;
+    uint32_t        nblocks;      /* complete blocks in "out" */
+    uint32_t        fill;         /* units of the partial block */
+    unsigned        unit_is_char:1;
+    unsigned        open:1;       /* the state holds a partial block */
+    unsigned        done:1;       /* finished */
+    unsigned char   raw[sizeof(XXH3_state_t) + PA_XXH3_STATE_ALIGN - 1];
+} pa_blocks_t;
+
+
+/*
+ * "unit_is_char": units are code points (counted by utf-8 lead bytes,
+ * a piece may end inside a character), else bytes.  "out" has room for
+ * "max_blocks" hashes.  returns 0, or -1 if a count is 0.
+ */
+int pa_blocks_init(pa_blocks_t *b, int unit_is_char, uint32_t block_units,
+    uint32_t max_blocks, uint64_t *out);
+
+/*
+ * hashes the complete blocks of the text so far; returns 1 while more
+ * text would add a block, 0 once "max_blocks" are complete (feeding more
+ * only counts units) or after pa_blocks_finish() (nothing is taken)
+ */
+int pa_blocks_feed(pa_blocks_t *b, const unsigned char *p, size_t n);
+
+/*
+ * ends the text and mixes "seed" (model, cache_salt, tenant) into every
+ * hash: out[i] = pa_blocks_mix(chain[i], seed).  a trailing partial block
+ * is not a block; it only counts in b->units and in b->tail, the hash of
+ * all the text fed up to max_blocks blocks and a partial one, a ring key
+ * for a text shorter than a block.  returns the number of blocks.
+ */
+uint32_t pa_blocks_finish(pa_blocks_t *b, uint64_t seed);
+
+/* a bijection of "hash" for each seed, different for different seeds */
+uint64_t pa_blocks_mix(uint64_t hash, uint64_t seed);
+
+
+#endif /* _PA_BLOCK_H_INCLUDED_ */

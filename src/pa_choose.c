@@ -1,0 +1,346 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ */
+
+
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "pa_choose.h"
+
+
+/* a candidate, compared by depth, then work per weight, then its tie */
+typedef struct {
+    uint64_t        after;        /* work in flight with the request */
+    uint64_t        cost;
+    uint64_t        tie;
+    uint32_t        server;
+    uint32_t        depth;
+    uint32_t        weight;
+    uint32_t        have;
+} pa_cand_t;
+
+
+static void pa_choose_totals(const pa_choose_in_t *in, uint64_t *work,
+    uint64_t *weight);
+static int pa_choose_load(const pa_choose_in_t *in, uint32_t s,
+    pa_load_t *load, pa_cand_t *c);
+static int pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
+    const pa_cand_t *c, uint64_t total_work, uint64_t total_weight);
+static int pa_choose_better(const pa_cand_t *a, const pa_cand_t *b,
+    int by_depth);
+static void pa_choose_set(pa_choice_t *out, const pa_cand_t *c,
+    pa_choice_e kind);
+static uint64_t pa_choose_mix(uint64_t z);
+
+
+int
+pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
+{
+    int               over;
+    uint32_t          i, k, s, nseen;
+    uint64_t          tw, tweight;
+    pa_cand_t         c, best, least;
+    pa_load_t         load;
+    const pa_ring_t  *ring;
+
+    memset(out, 0, sizeof(pa_choice_t));
+    out->kind = PA_CHOICE_NONE;
+
+    if (in->nservers == 0) {
+        return -1;
+    }
+
+    if (in->totals) {
+        tw = in->total_work;
+        tweight = in->total_weight;
+
+    } else {
+        pa_choose_totals(in, &tw, &tweight);
+    }
+
+    memset(&best, 0, sizeof(pa_cand_t));
+    memset(&least, 0, sizeof(pa_cand_t));
+    over = 0;
+
+    /* the servers that hold a part of the prefix: the deepest in bounds */
+
+    for (i = 0; i < in->nfound; i++) {
+        s = in->found[i];
+
+        if (s >= in->nservers || in->depth[s] == 0) {
+            continue;
+        }
+
+        if (pa_choose_load(in, s, &load, &c) != PA_SERVER_USABLE) {
+            continue;
+        }
+
+        if (!pa_choose_within(in, &load, &c, tw, tweight)) {
+            over = 1;
+            continue;
+        }
+
+        if (pa_choose_better(&c, &best, 1)) {
+            best = c;
+        }
+    }
+
+    if (best.have) {
+        pa_choose_set(out, &best, PA_CHOICE_MATCH);
+        return 0;
+    }
+
+    /*
+     * cold, or every holder is over a bound: option A walks the ring from
+     * the key's point to the first server within the bounds, so that
+     * independent balancers agree and a new prefix has a stable home;
+     * option B takes the least work within the bounds
+     */
+
+    ring = in->ring;
+
+    if (in->cold == PA_COLD_RING && ring != NULL && ring->npoints > 0
+        && ring->nservers == in->nservers)
+    {
+        memset(in->seen, 0, (in->nservers + 7) / 8);
+
+        nseen = 0;
+        i = pa_ring_find(ring, in->key);
+
+        for (k = 0; k < ring->npoints && nseen < in->nservers; k++) {
+            s = ring->points[i].server;
+
+            if (++i == ring->npoints) {
+                i = 0;
+            }
+
+            if (in->seen[s >> 3] & (1u << (s & 7))) {
+                continue;
+            }
+
+            in->seen[s >> 3] |= (unsigned char) (1u << (s & 7));
+            nseen++;
+
+            if (pa_choose_load(in, s, &load, &c) != PA_SERVER_USABLE) {
+                continue;
+            }
+
+            if (pa_choose_within(in, &load, &c, tw, tweight)) {
+                pa_choose_set(out, &c,
+                              over ? PA_CHOICE_SPILL : PA_CHOICE_COLD);
+                return 0;
+            }
+
+            if (pa_choose_better(&c, &least, 0)) {
+                least = c;
+            }
+        }
+
+    } else {
+
+        for (s = 0; s < in->nservers; s++) {
+
+            if (pa_choose_load(in, s, &load, &c) != PA_SERVER_USABLE) {
+                continue;
+            }
+
+            if (pa_choose_better(&c, &least, 0)) {
+                least = c;
+            }
+
+            if (pa_choose_within(in, &load, &c, tw, tweight)
+                && pa_choose_better(&c, &best, 0))
+            {
+                best = c;
+            }
+        }
+
+        if (best.have) {
+            pa_choose_set(out, &best,
+                          over ? PA_CHOICE_SPILL : PA_CHOICE_COLD);
+            return 0;
+        }
+    }
+
+    if (!least.have) {
+        return -1;
+    }
+
+    pa_choose_set(out, &least, PA_CHOICE_LEAST);
+
+    return 0;
+}
+
+
+uint64_t
+pa_choose_cost(uint64_t units, uint32_t depth, uint32_t block_units,
+    uint64_t decode)
+{
+    uint64_t  cached;
+
+    cached = (uint64_t) depth * block_units;
+
+    return ((units > cached) ? units - cached : 0) + decode;
+}
+
+
+const char *
+pa_choice_name(pa_choice_e kind)
+{
+    switch (kind) {
+
+    case PA_CHOICE_NONE:
+        return "none";
+
+    case PA_CHOICE_MATCH:
+        return "match";
+
+    case PA_CHOICE_COLD:
+        return "cold";
+
+    case PA_CHOICE_SPILL:
+        return "spill";
+
+    case PA_CHOICE_LEAST:
+        return "least";
+    }
+
+    return "unknown";
+}
+
+
+static void
+pa_choose_totals(const pa_choose_in_t *in, uint64_t *work, uint64_t *weight)
+{
+    uint32_t   s;
+    pa_load_t  load;
+
+    *work = 0;
+    *weight = 0;
+
+    for (s = 0; s < in->nservers; s++) {
+        memset(&load, 0, sizeof(pa_load_t));
+
+        if (in->probe(in->ctx, s, &load) != PA_SERVER_USABLE) {
+            continue;
+        }
+
+        *work += load.work;
+        *weight += load.weight ? load.weight : 1;
+    }
+}
+
+
+static int
+pa_choose_load(const pa_choose_in_t *in, uint32_t s, pa_load_t *load,
+    pa_cand_t *c)
+{
+    int  rc;
+
+    memset(load, 0, sizeof(pa_load_t));
+
+    rc = in->probe(in->ctx, s, load);
+
+    c->server = s;
+    c->depth = (in->depth != NULL) ? in->depth[s] : 0;
+    c->cost = pa_choose_cost(in->units, c->depth, in->block_units,
+                             in->decode);
+    c->after = load->work + c->cost;
+    c->weight = load->weight ? load->weight : 1;
+    c->tie = pa_choose_mix(in->key ^ pa_choose_mix(load->id_hash));
+    c->have = 1;
+
+    return rc;
+}
+
+
+/*
+ * the cap on requests, and work after the request at most F times the
+ * mean work per weight, the request included so that an idle cluster
+ * accepts; as the ceiling does in consistent hashing with bounded loads,
+ * an idle server always has room for one request
+ */
+
+static int
+pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
+    const pa_cand_t *c, uint64_t total_work, uint64_t total_weight)
+{
+    double  lhs, rhs;
+
+    if (in->threshold != 0 && load->inflight >= in->threshold) {
+        return 0;
+    }
+
+    if (in->balance == 0 || load->work == 0 || total_weight == 0) {
+        return 1;
+    }
+
+    /* after / weight <= F / 100 * (total + cost) / total_weight */
+
+    lhs = (double) c->after * (double) total_weight * 100.0;
+    rhs = (double) in->balance * (double) (total_work + c->cost)
+          * (double) c->weight;
+
+    return lhs <= rhs;
+}
+
+
+static int
+pa_choose_better(const pa_cand_t *a, const pa_cand_t *b, int by_depth)
+{
+    uint64_t  x, y;
+
+    if (!b->have) {
+        return 1;
+    }
+
+    if (by_depth && a->depth != b->depth) {
+        return a->depth > b->depth;
+    }
+
+    /* a->after / a->weight < b->after / b->weight, without division */
+
+    x = a->after * b->weight;
+    y = b->after * a->weight;
+
+    if (x != y) {
+        return x < y;
+    }
+
+    /*
+     * equals are ranked by a rendezvous hash of the key and the server's
+     * stable identity: another balancer ranks them the same, as the ring
+     * order would, without a walk of the ring per candidate
+     */
+
+    if (a->tie != b->tie) {
+        return a->tie > b->tie;
+    }
+
+    return a->server < b->server;
+}
+
+
+static void
+pa_choose_set(pa_choice_t *out, const pa_cand_t *c, pa_choice_e kind)
+{
+    out->server = c->server;
+    out->depth = c->depth;
+    out->cost = c->cost;
+    out->kind = kind;
+}
+
+
+/* splitmix64's finalizer */
+
+static uint64_t
+pa_choose_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+
+    return z ^ (z >> 31);
+}

@@ -1,0 +1,107 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * The choice of routing v2: the server that holds the longest part of
+ * the request's prefix (src/pa_index.h), under two bounds: an absolute
+ * cap on requests in flight and a relative bound on work in flight, as
+ * in consistent hashing with bounded loads but counting work.  A cold
+ * prefix goes to its ring home (or the next within bounds) or to the
+ * server with the least work.  Plain C, no nginx headers.
+ *
+ * Work is an estimate in units (bytes or characters): a request counts
+ * its uncached prefill, the prefix units past the blocks matched on the
+ * server, plus a fixed share for its decode.
+ */
+
+
+#ifndef _PA_CHOOSE_H_INCLUDED_
+#define _PA_CHOOSE_H_INCLUDED_
+
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pa_ring.h"
+
+
+typedef enum {
+    PA_CHOICE_NONE = 0,           /* nothing usable */
+    PA_CHOICE_MATCH,              /* the deepest match within the bounds */
+    PA_CHOICE_COLD,               /* no match anywhere, placed cold */
+    PA_CHOICE_SPILL,              /* matches all over a bound, placed cold */
+    PA_CHOICE_LEAST               /* every server over a bound */
+} pa_choice_e;
+
+
+typedef enum {
+    PA_COLD_RING = 0,             /* the ring walk within the bounds */
+    PA_COLD_LEAST                 /* the least work within the bounds */
+} pa_cold_e;
+
+
+/* a server's load, as the probe reads it */
+typedef struct {
+    uint64_t            work;         /* work in flight, units */
+    uint64_t            inflight;     /* requests in flight */
+    uint64_t            id_hash;      /* same on every host: breaks ties */
+    uint32_t            weight;       /* 0 counts as 1 */
+} pa_load_t;
+
+
+/* returns PA_SERVER_USABLE or PA_SERVER_UNUSABLE, fills "load" */
+typedef int (*pa_load_probe_pt)(void *ctx, uint32_t server,
+    pa_load_t *load);
+
+
+typedef struct {
+    /* the request */
+    uint64_t            key;          /* ring key of its prefix */
+    uint64_t            units;        /* its prefix length in units */
+    uint64_t            decode;       /* work counted past the prefill */
+    uint32_t            block_units;
+    uint32_t            nfound;       /* servers in "found" */
+    const uint32_t     *depth;        /* per server, pa_index_match() */
+    const uint32_t     *found;        /* the servers of depth > 0 */
+
+    /* the servers */
+    uint32_t            nservers;
+    uint32_t            balance;      /* F x 100, 0: no relative bound */
+    uint64_t            threshold;    /* requests in flight, 0: no cap */
+    pa_cold_e           cold;
+    const pa_ring_t    *ring;         /* PA_COLD_RING; NULL: least work */
+
+    /*
+     * work in flight and weight summed over the usable servers, if the
+     * caller keeps them ("totals" set); else they are summed here, a
+     * probe of every server
+     */
+    unsigned            totals:1;
+    uint64_t            total_work;
+    uint64_t            total_weight;
+
+    pa_load_probe_pt    probe;
+    void               *ctx;
+    unsigned char      *seen;         /* (nservers + 7) / 8 bytes */
+} pa_choose_in_t;
+
+
+typedef struct {
+    uint32_t            server;
+    uint32_t            depth;        /* blocks matched on it */
+    uint64_t            cost;         /* the request's work on it */
+    pa_choice_e         kind;
+} pa_choice_t;
+
+
+/* returns 0, or -1 if no server is usable (kind PA_CHOICE_NONE) */
+int pa_choose(const pa_choose_in_t *in, pa_choice_t *out);
+
+/* the work of a request of "units" with "depth" blocks already cached */
+uint64_t pa_choose_cost(uint64_t units, uint32_t depth,
+    uint32_t block_units, uint64_t decode);
+
+const char *pa_choice_name(pa_choice_e kind);
+
+
+#endif /* _PA_CHOOSE_H_INCLUDED_ */

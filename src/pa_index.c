@@ -1,0 +1,920 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * Layout of the region: the header (128 bytes), one line per server,
+ * then buckets of PA_INDEX_BUCKET bytes.  A bucket is a 32-bit sequence
+ * number (odd while a writer holds it), 4 unused bytes, then "ways"
+ * entries of "entry_size" bytes: a 32-bit tag (the high half of the block
+ * hash; the low half picks the bucket), "holders" 32-bit stamps, then
+ * "holders" 16-bit server ids, PA_INDEX_NO_SERVER if the slot is empty.
+ * Holders are kept most recent first, so empty slots are at the end and
+ * an entry is empty if its first slot is.
+ */
+
+
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "pa_index.h"
+
+
+#define PA_INDEX_WORDS     (PA_INDEX_BUCKET / 8)
+#define PA_INDEX_HDR_SIZE  sizeof(pa_index_hdr_t)
+#define PA_INDEX_SPIN      64         /* lock attempts before skipping */
+#define PA_INDEX_RETRY     4          /* reads of a bucket being written */
+#define PA_INDEX_AHEAD     32         /* buckets prefetched by a record */
+#define PA_INDEX_WALK      8          /* and by a match, which may stop */
+
+
+typedef struct {
+    uint64_t        w[PA_INDEX_WORDS];
+} pa_index_copy_t;
+
+
+typedef struct {
+    uint64_t        evictions;
+    uint64_t        replaced;
+    uint64_t        used;
+    uint64_t        busy;
+    uint64_t        fresh;
+} pa_index_count_t;
+
+
+static int pa_index_geometry(uint32_t holders, uint32_t *entry_size,
+    uint32_t *ways);
+static int pa_index_view(pa_index_t *idx, void *region, size_t size,
+    uint32_t nservers, uint32_t holders);
+static unsigned char *pa_index_bucket(pa_index_t *idx, uint64_t hash);
+static int pa_index_read(unsigned char *bucket, pa_index_copy_t *c);
+static int pa_index_lock(unsigned char *bucket, uint32_t *seq);
+static void pa_index_unlock(unsigned char *bucket, uint32_t seq,
+    const pa_index_copy_t *c);
+static void pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
+    uint32_t stamp, pa_index_count_t *cnt);
+static uint32_t pa_index_probe(pa_index_t *idx, uint64_t hash,
+    uint32_t limit, uint32_t *servers);
+static int pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
+    int64_t life);
+static inline int64_t pa_index_life(pa_index_t *idx, uint32_t server,
+    uint32_t stamp);
+static uint32_t pa_index_get32(const pa_index_copy_t *c, size_t off);
+static uint32_t pa_index_get16(const pa_index_copy_t *c, size_t off);
+static void pa_index_set32(pa_index_copy_t *c, size_t off, uint32_t v);
+static void pa_index_set16(pa_index_copy_t *c, size_t off, uint32_t v);
+static void pa_index_pause(void);
+static void pa_index_prefetch(pa_index_t *idx, uint64_t hash);
+
+
+size_t
+pa_index_region_size(uint64_t entries, uint32_t nservers, uint32_t holders)
+{
+    uint32_t  esz, ways;
+    uint64_t  nbuckets;
+
+    if (pa_index_geometry(holders, &esz, &ways) != 0) {
+        return 0;
+    }
+
+    nbuckets = (entries + ways - 1) / ways;
+
+    return PA_INDEX_HDR_SIZE + (size_t) nservers * sizeof(pa_index_srv_t)
+           + (size_t) nbuckets * PA_INDEX_BUCKET;
+}
+
+
+int
+pa_index_init(pa_index_t *idx, void *region, size_t size,
+    uint32_t nservers, uint32_t holders, uint32_t capacity)
+{
+    uint32_t         i;
+    uint64_t         b;
+    pa_index_hdr_t  *hdr;
+    unsigned char   *p;
+
+    if (capacity == 0 || capacity > INT32_MAX) {
+        return -1;
+    }
+
+    if (pa_index_view(idx, region, size, nservers, holders) != 0) {
+        return -1;
+    }
+
+    hdr = idx->hdr;
+
+    /* the magic last, so that a half-formatted region is not reused */
+    memset(hdr, 0, PA_INDEX_HDR_SIZE);
+
+    for (i = 0; i < nservers; i++) {
+        memset(&idx->srv[i], 0, sizeof(pa_index_srv_t));
+        idx->srv[i].capacity = capacity;
+    }
+
+    memset(idx->buckets, 0xff, idx->nbuckets * PA_INDEX_BUCKET);
+
+    for (b = 0; b < idx->nbuckets; b++) {
+        p = idx->buckets + b * PA_INDEX_BUCKET;
+        memset(p, 0, 8);
+    }
+
+    hdr->version = PA_INDEX_VERSION;
+    hdr->size = size;
+    hdr->nservers = nservers;
+    hdr->holders = holders;
+    hdr->ways = idx->ways;
+    hdr->entry_size = idx->entry_size;
+    hdr->nbuckets = idx->nbuckets;
+    hdr->servers_off = (unsigned char *) idx->srv - (unsigned char *) hdr;
+    hdr->buckets_off = idx->buckets - (unsigned char *) hdr;
+
+    __atomic_store_n(&hdr->magic, PA_INDEX_MAGIC, __ATOMIC_RELEASE);
+
+    return 0;
+}
+
+
+int
+pa_index_attach(pa_index_t *idx, void *region, size_t size,
+    uint32_t nservers, uint32_t holders, uint32_t capacity)
+{
+    pa_index_hdr_t  *hdr;
+
+    if (pa_index_view(idx, region, size, nservers, holders) != 0) {
+        return -1;
+    }
+
+    hdr = idx->hdr;
+
+    if (__atomic_load_n(&hdr->magic, __ATOMIC_ACQUIRE) == PA_INDEX_MAGIC
+        && hdr->version == PA_INDEX_VERSION
+        && hdr->size == size
+        && hdr->nservers == nservers
+        && hdr->holders == holders
+        && hdr->ways == idx->ways
+        && hdr->entry_size == idx->entry_size
+        && hdr->nbuckets == idx->nbuckets
+        && hdr->servers_off
+           == (uint64_t) ((unsigned char *) idx->srv - (unsigned char *) hdr)
+        && hdr->buckets_off
+           == (uint64_t) (idx->buckets - (unsigned char *) hdr))
+    {
+        return 1;
+    }
+
+    if (pa_index_init(idx, region, size, nservers, holders, capacity) != 0) {
+        return -1;
+    }
+
+    return 0;
+}
+
+
+void
+pa_index_set_capacity(pa_index_t *idx, uint32_t server, uint32_t capacity)
+{
+    if (server >= idx->nservers || capacity == 0 || capacity > INT32_MAX) {
+        return;
+    }
+
+    __atomic_store_n(&idx->srv[server].capacity, capacity, __ATOMIC_RELAXED);
+}
+
+
+void
+pa_index_forget(pa_index_t *idx, uint32_t server)
+{
+    uint32_t  cap;
+
+    if (server >= idx->nservers) {
+        return;
+    }
+
+    /* past every stamp by more than the capacity */
+    cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
+
+    (void) __atomic_fetch_add(&idx->srv[server].counter,
+                              (uint64_t) cap + 1, __ATOMIC_RELAXED);
+}
+
+
+void
+pa_index_record(pa_index_t *idx, uint32_t server, const uint64_t *hashes,
+    uint32_t n, uint32_t cached)
+{
+    uint32_t          i, k, stamp, added, half;
+    uint64_t          end;
+    pa_index_hdr_t   *hdr;
+    pa_index_count_t  cnt;
+
+    if (server >= idx->nservers || n == 0) {
+        return;
+    }
+
+    cached = (cached > n) ? n : cached;
+    added = n - cached;
+
+    /*
+     * the whole prefix gets one stamp, the counter after the request's
+     * new blocks: it was all used now, as the engine's LRU sees it
+     */
+
+    end = __atomic_add_fetch(&idx->srv[server].counter, added,
+                             __ATOMIC_RELAXED);
+    stamp = (uint32_t) end;
+
+    memset(&cnt, 0, sizeof(pa_index_count_t));
+
+    half = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED) / 2;
+
+    /*
+     * the blocks the server already holds are not stamped again while
+     * the deepest of them has over half its cache life left: every
+     * record of a block records the blocks before it too, so they are at
+     * least as fresh.  one read instead of a locked write per block for
+     * the shared part of a prefix, at the price of an expiry up to half
+     * a cache early.
+     */
+
+    i = 0;
+
+    if (cached > 0
+        && pa_index_holds(idx, hashes[cached - 1], server, (int64_t) half))
+    {
+        i = cached;
+        cnt.fresh = cached;
+    }
+
+    for (k = i; k < n && k < i + PA_INDEX_AHEAD; k++) {
+        pa_index_prefetch(idx, hashes[k]);
+    }
+
+    for ( /* void */ ; i < n; i++) {
+
+        if (i + PA_INDEX_AHEAD < n) {
+            pa_index_prefetch(idx, hashes[i + PA_INDEX_AHEAD]);
+        }
+
+        pa_index_put(idx, hashes[i], server, stamp, &cnt);
+    }
+
+    hdr = idx->hdr;
+
+    (void) __atomic_fetch_add(&hdr->recorded, n, __ATOMIC_RELAXED);
+
+    if (cnt.used) {
+        (void) __atomic_fetch_add(&hdr->entries_used, cnt.used,
+                                  __ATOMIC_RELAXED);
+    }
+
+    if (cnt.evictions) {
+        (void) __atomic_fetch_add(&hdr->evictions, cnt.evictions,
+                                  __ATOMIC_RELAXED);
+    }
+
+    if (cnt.replaced) {
+        (void) __atomic_fetch_add(&hdr->replaced, cnt.replaced,
+                                  __ATOMIC_RELAXED);
+    }
+
+    if (cnt.busy) {
+        (void) __atomic_fetch_add(&hdr->busy, cnt.busy, __ATOMIC_RELAXED);
+    }
+
+    if (cnt.fresh) {
+        (void) __atomic_fetch_add(&hdr->fresh, cnt.fresh, __ATOMIC_RELAXED);
+    }
+}
+
+
+uint32_t
+pa_index_match(pa_index_t *idx, const uint64_t *hashes, uint32_t n,
+    uint32_t *depth, uint32_t nservers, uint32_t *found, uint32_t *nfound)
+{
+    int32_t   i;
+    uint32_t  k, m, nf, lo, hi, mid, limit, first, left, full, s, max;
+    uint32_t  servers[8], first_servers[8];
+
+    memset(depth, 0, nservers * sizeof(uint32_t));
+
+    nf = 0;
+
+    if (nfound != NULL) {
+        *nfound = 0;
+    }
+
+    limit = (nservers < idx->nservers) ? nservers : idx->nservers;
+
+    if (n == 0 || limit == 0) {
+        return 0;
+    }
+
+    /* a cold prefix costs one read */
+
+    first = pa_index_probe(idx, hashes[0], limit, first_servers);
+    if (first == 0) {
+        return 0;
+    }
+
+    /*
+     * block i's hash stands for blocks 1..i, so the held blocks are a
+     * prefix, as far as the table remembers them: the deepest one is
+     * found by bisection, the last block first, as a repeated prompt
+     * holds them all
+     */
+
+    lo = 1;
+    hi = n;
+
+    if (pa_index_probe(idx, hashes[n - 1], limit, servers) == 0) {
+        hi = n - 1;
+
+        while (lo < hi) {
+            mid = lo + (hi - lo + 1) / 2;
+
+            if (pa_index_probe(idx, hashes[mid - 1], limit, servers) > 0) {
+                lo = mid;
+
+            } else {
+                hi = mid - 1;
+            }
+        }
+
+    } else {
+        lo = n;
+    }
+
+    /*
+     * down from the deepest held block, each server's depth is the first
+     * block it is met at.  when block 1 has room for more holders, every
+     * server that holds a block is among them: the walk stops once they
+     * are all met.  else some servers were pushed out of block 1's list
+     * and only the walk to block 1 finds them.
+     */
+
+    full = (first == idx->holders);
+    max = 0;
+
+    for (i = (int32_t) lo - 1; i >= 0 && i >= (int32_t) lo - PA_INDEX_WALK;
+         i--)
+    {
+        pa_index_prefetch(idx, hashes[i]);
+    }
+
+    for (i = (int32_t) lo - 1; i >= 0; i--) {
+
+        if (i >= PA_INDEX_WALK) {
+            pa_index_prefetch(idx, hashes[i - PA_INDEX_WALK]);
+        }
+
+        m = (i == 0) ? first : pa_index_probe(idx, hashes[i], limit,
+                                              servers);
+
+        for (k = 0; k < m; k++) {
+            s = (i == 0) ? first_servers[k] : servers[k];
+
+            if (depth[s] != 0) {
+                continue;
+            }
+
+            depth[s] = (uint32_t) i + 1;
+            max = (max == 0) ? depth[s] : max;
+
+            if (found != NULL) {
+                found[nf] = s;
+            }
+
+            nf++;
+        }
+
+        if (!full) {
+            left = 0;
+
+            for (k = 0; k < first; k++) {
+                left += (depth[first_servers[k]] == 0);
+            }
+
+            if (left == 0) {
+                break;
+            }
+        }
+    }
+
+    if (nfound != NULL) {
+        *nfound = nf;
+    }
+
+    return max;
+}
+
+
+void
+pa_index_stats(pa_index_t *idx, pa_index_stats_t *st)
+{
+    pa_index_hdr_t  *hdr;
+
+    hdr = idx->hdr;
+
+    st->capacity = idx->nbuckets * idx->ways;
+    st->entries_used = __atomic_load_n(&hdr->entries_used, __ATOMIC_RELAXED);
+    st->evictions = __atomic_load_n(&hdr->evictions, __ATOMIC_RELAXED);
+    st->replaced = __atomic_load_n(&hdr->replaced, __ATOMIC_RELAXED);
+    st->busy = __atomic_load_n(&hdr->busy, __ATOMIC_RELAXED);
+    st->recorded = __atomic_load_n(&hdr->recorded, __ATOMIC_RELAXED);
+    st->fresh = __atomic_load_n(&hdr->fresh, __ATOMIC_RELAXED);
+}
+
+
+static int
+pa_index_geometry(uint32_t holders, uint32_t *entry_size, uint32_t *ways)
+{
+    uint32_t  esz;
+
+    if (holders != 1 && holders != 2 && holders != 4 && holders != 8) {
+        return -1;
+    }
+
+    /* tag, stamps, server ids padded to 4 bytes */
+    esz = 4 + 4 * holders + ((2 * holders + 3) & ~3u);
+
+    *entry_size = esz;
+    *ways = (PA_INDEX_BUCKET - 8) / esz;
+
+    return 0;
+}
+
+
+static int
+pa_index_view(pa_index_t *idx, void *region, size_t size,
+    uint32_t nservers, uint32_t holders)
+{
+    size_t          off;
+    uint64_t        nbuckets;
+    unsigned char  *base;
+
+    base = region;
+
+    if (base == NULL || ((uintptr_t) base & 63) != 0) {
+        return -1;
+    }
+
+    if (nservers == 0 || nservers > PA_INDEX_MAX_SERVERS) {
+        return -1;
+    }
+
+    if (pa_index_geometry(holders, &idx->entry_size, &idx->ways) != 0) {
+        return -1;
+    }
+
+    off = PA_INDEX_HDR_SIZE + (size_t) nservers * sizeof(pa_index_srv_t);
+
+    if (size < off + PA_INDEX_BUCKET) {
+        return -1;
+    }
+
+    nbuckets = (size - off) / PA_INDEX_BUCKET;
+
+    /* the bucket of a hash is taken from its low 32 bits */
+    if (nbuckets > UINT32_MAX) {
+        nbuckets = UINT32_MAX;
+    }
+
+    idx->hdr = (pa_index_hdr_t *) base;
+    idx->srv = (pa_index_srv_t *) (base + PA_INDEX_HDR_SIZE);
+    idx->buckets = base + off;
+    idx->nbuckets = nbuckets;
+    idx->nservers = nservers;
+    idx->holders = holders;
+
+    return 0;
+}
+
+
+static unsigned char *
+pa_index_bucket(pa_index_t *idx, uint64_t hash)
+{
+    uint64_t  b;
+
+    /* the low half of the hash scaled to the buckets, no division */
+    b = ((hash & 0xffffffff) * idx->nbuckets) >> 32;
+
+    return idx->buckets + b * PA_INDEX_BUCKET;
+}
+
+
+/*
+ * a consistent copy of a bucket, or -1 if writers kept it busy; a seqlock
+ * read: the sequence is even and the same before and after the copy
+ */
+
+static int
+pa_index_read(unsigned char *bucket, pa_index_copy_t *c)
+{
+    int        r;
+    size_t     i;
+    uint32_t   s1, s2, *seq;
+    uint64_t  *w;
+
+    seq = (uint32_t *) bucket;
+    w = (uint64_t *) bucket;
+
+    for (r = 0; r < PA_INDEX_RETRY; r++) {
+        s1 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+
+        if (s1 & 1) {
+            pa_index_pause();
+            continue;
+        }
+
+        for (i = 1; i < PA_INDEX_WORDS; i++) {
+            c->w[i] = __atomic_load_n(&w[i], __ATOMIC_RELAXED);
+        }
+
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+
+        s2 = __atomic_load_n(seq, __ATOMIC_RELAXED);
+
+        if (s1 == s2) {
+            return 0;
+        }
+    }
+
+    return -1;
+}
+
+
+/*
+ * a bounded try-lock: a worker that died holding it leaves the bucket
+ * skipped by writers and empty to readers, never a hang
+ */
+
+static int
+pa_index_lock(unsigned char *bucket, uint32_t *seq)
+{
+    int        i;
+    uint32_t   s, *p;
+
+    p = (uint32_t *) bucket;
+
+    for (i = 0; i < PA_INDEX_SPIN; i++) {
+        s = __atomic_load_n(p, __ATOMIC_RELAXED);
+
+        if ((s & 1) == 0
+            && __atomic_compare_exchange_n(p, &s, s + 1, 0,
+                                           __ATOMIC_ACQUIRE,
+                                           __ATOMIC_RELAXED))
+        {
+            /* the odd sequence is seen before any of the new data */
+            __atomic_thread_fence(__ATOMIC_RELEASE);
+
+            *seq = s;
+            return 0;
+        }
+
+        pa_index_pause();
+    }
+
+    return -1;
+}
+
+
+static void
+pa_index_unlock(unsigned char *bucket, uint32_t seq, const pa_index_copy_t *c)
+{
+    size_t     i;
+    uint64_t  *w;
+
+    w = (uint64_t *) bucket;
+
+    for (i = 1; i < PA_INDEX_WORDS; i++) {
+        __atomic_store_n(&w[i], c->w[i], __ATOMIC_RELAXED);
+    }
+
+    __atomic_store_n((uint32_t *) bucket, seq + 2, __ATOMIC_RELEASE);
+}
+
+
+static void
+pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
+    uint32_t stamp, pa_index_count_t *cnt)
+{
+    size_t           ent, st, sv;
+    int64_t          life, least;
+    uint32_t         e, k, h, tag, seq, hit, empty, slot;
+    unsigned char   *bucket;
+    pa_index_copy_t  c;
+
+    bucket = pa_index_bucket(idx, hash);
+
+    if (pa_index_lock(bucket, &seq) != 0) {
+        cnt->busy++;
+        return;
+    }
+
+    /* the lock is held: no writer changes the words while they are read */
+
+    for (k = 1; k < PA_INDEX_WORDS; k++) {
+        c.w[k] = __atomic_load_n(&((uint64_t *) bucket)[k], __ATOMIC_RELAXED);
+    }
+
+    h = idx->holders;
+    tag = (uint32_t) (hash >> 32);
+
+    hit = UINT32_MAX;
+    empty = UINT32_MAX;
+
+    /* an entry is empty if its first holder is: holders fill from it */
+
+    for (e = 0; e < idx->ways; e++) {
+        ent = 8 + (size_t) e * idx->entry_size;
+
+        if (pa_index_get16(&c, ent + 4 + 4 * h) == PA_INDEX_NO_SERVER) {
+            empty = (empty == UINT32_MAX) ? e : empty;
+
+        } else if (pa_index_get32(&c, ent) == tag) {
+            hit = e;
+            break;
+        }
+    }
+
+    if (hit == UINT32_MAX && empty != UINT32_MAX) {
+        hit = empty;
+        cnt->used++;
+
+    } else if (hit == UINT32_MAX) {
+
+        /*
+         * the bucket is full: out goes the entry whose most recent holder,
+         * the first, has the least life left in its server's cache, an
+         * expired one first; one read of a server counter per entry
+         */
+
+        least = INT64_MAX;
+        hit = 0;
+
+        for (e = 0; e < idx->ways; e++) {
+            ent = 8 + (size_t) e * idx->entry_size;
+
+            life = pa_index_life(idx, pa_index_get16(&c, ent + 4 + 4 * h),
+                                 pa_index_get32(&c, ent + 4));
+
+            if (life < least) {
+                least = life;
+                hit = e;
+            }
+        }
+
+        if (least >= 0) {
+            cnt->evictions++;
+        }
+    }
+
+    ent = 8 + (size_t) hit * idx->entry_size;
+    st = ent + 4;
+    sv = st + 4 * h;
+
+    if (pa_index_get32(&c, ent) != tag
+        || pa_index_get16(&c, sv) == PA_INDEX_NO_SERVER)
+    {
+        /* a new entry: no holder of the old one carries over */
+        pa_index_set32(&c, ent, tag);
+
+        for (k = 0; k < h; k++) {
+            pa_index_set16(&c, sv + 2 * k, PA_INDEX_NO_SERVER);
+        }
+    }
+
+    /*
+     * holders are kept most recent first: the server's own slot, else
+     * the first empty one, else an expired one, else the last
+     */
+
+    for (slot = 0; slot < h; slot++) {
+        k = pa_index_get16(&c, sv + 2 * slot);
+
+        if (k == server || k == PA_INDEX_NO_SERVER) {
+            break;
+        }
+    }
+
+    if (slot == h) {
+        slot = h - 1;
+
+        for (k = 0; k < h; k++) {
+            life = pa_index_life(idx, pa_index_get16(&c, sv + 2 * k),
+                                 pa_index_get32(&c, st + 4 * k));
+
+            if (life < 0) {
+                slot = k;
+                break;
+            }
+        }
+
+        if (k == h) {
+            cnt->replaced++;
+        }
+    }
+
+    /* move the slots before it down by one, then stamp the first */
+
+    for (k = slot; k > 0; k--) {
+        pa_index_set16(&c, sv + 2 * k, pa_index_get16(&c, sv + 2 * (k - 1)));
+        pa_index_set32(&c, st + 4 * k, pa_index_get32(&c, st + 4 * (k - 1)));
+    }
+
+    pa_index_set16(&c, sv, server);
+    pa_index_set32(&c, st, stamp);
+
+    pa_index_unlock(bucket, seq, &c);
+}
+
+
+/* the valid holders of a block hash, at most idx->holders of them */
+
+static uint32_t
+pa_index_probe(pa_index_t *idx, uint64_t hash, uint32_t limit,
+    uint32_t *servers)
+{
+    size_t           ent, sv;
+    uint32_t         e, k, h, m, s, tag;
+    pa_index_copy_t  c;
+
+    if (pa_index_read(pa_index_bucket(idx, hash), &c) != 0) {
+        return 0;
+    }
+
+    h = idx->holders;
+    tag = (uint32_t) (hash >> 32);
+
+    for (e = 0; e < idx->ways; e++) {
+        ent = 8 + (size_t) e * idx->entry_size;
+
+        if (pa_index_get32(&c, ent) != tag) {
+            continue;
+        }
+
+        sv = ent + 4 + 4 * h;
+        m = 0;
+
+        for (k = 0; k < h; k++) {
+            s = pa_index_get16(&c, sv + 2 * k);
+
+            /* the id is checked: the region is trusted for nothing */
+
+            if (s >= limit) {
+                continue;
+            }
+
+            if (pa_index_life(idx, s, pa_index_get32(&c, ent + 4 + 4 * k))
+                >= 0)
+            {
+                servers[m++] = s;
+            }
+        }
+
+        if (m > 0) {
+            return m;
+        }
+    }
+
+    return 0;
+}
+
+
+/* 1 if "server" holds the block with more than "life" blocks left */
+
+static int
+pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
+    int64_t life)
+{
+    size_t           ent, sv;
+    uint32_t         e, k, h, tag;
+    pa_index_copy_t  c;
+
+    if (pa_index_read(pa_index_bucket(idx, hash), &c) != 0) {
+        return 0;
+    }
+
+    h = idx->holders;
+    tag = (uint32_t) (hash >> 32);
+
+    for (e = 0; e < idx->ways; e++) {
+        ent = 8 + (size_t) e * idx->entry_size;
+
+        if (pa_index_get32(&c, ent) != tag) {
+            continue;
+        }
+
+        sv = ent + 4 + 4 * h;
+
+        for (k = 0; k < h; k++) {
+            if (pa_index_get16(&c, sv + 2 * k) == server) {
+                return pa_index_life(idx, server,
+                                     pa_index_get32(&c, ent + 4 + 4 * k))
+                       > life;
+            }
+        }
+    }
+
+    return 0;
+}
+
+
+/*
+ * the blocks a holder has left in its server's cache before the LRU
+ * drops it, -1 if it has, or if the slot is empty; no division, as it
+ * is computed for every holder met
+ */
+
+static inline int64_t
+pa_index_life(pa_index_t *idx, uint32_t server, uint32_t stamp)
+{
+    int32_t   d;
+    uint32_t  now, cap;
+
+    if (server >= idx->nservers) {
+        return -1;
+    }
+
+    now = (uint32_t) __atomic_load_n(&idx->srv[server].counter,
+                                     __ATOMIC_RELAXED);
+    cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
+
+    /* serial-number arithmetic: a stamp just ahead of the counter is new */
+    d = (int32_t) (now - stamp);
+
+    if (d <= 0) {
+        return cap;
+    }
+
+    if ((uint32_t) d > cap) {
+        return -1;
+    }
+
+    return (int64_t) cap - d;
+}
+
+
+static uint32_t
+pa_index_get32(const pa_index_copy_t *c, size_t off)
+{
+    uint32_t  v;
+
+    memcpy(&v, (const unsigned char *) c->w + off, sizeof(uint32_t));
+
+    return v;
+}
+
+
+static uint32_t
+pa_index_get16(const pa_index_copy_t *c, size_t off)
+{
+    uint16_t  v;
+
+    memcpy(&v, (const unsigned char *) c->w + off, sizeof(uint16_t));
+
+    return v;
+}
+
+
+static void
+pa_index_set32(pa_index_copy_t *c, size_t off, uint32_t v)
+{
+    memcpy((unsigned char *) c->w + off, &v, sizeof(uint32_t));
+}
+
+
+static void
+pa_index_set16(pa_index_copy_t *c, size_t off, uint32_t v)
+{
+    uint16_t  x;
+
+    x = (uint16_t) v;
+
+    memcpy((unsigned char *) c->w + off, &x, sizeof(uint16_t));
+}
+
+
+/* both cache lines of a bucket, ahead of their use */
+
+static void
+pa_index_prefetch(pa_index_t *idx, uint64_t hash)
+{
+    unsigned char  *b;
+
+    b = pa_index_bucket(idx, hash);
+
+    __builtin_prefetch(b);
+    __builtin_prefetch(b + 64);
+}
+
+
+static void
+pa_index_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__ ("yield");
+#endif
+}

@@ -1,0 +1,142 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * The prefix index of routing v2: a bounded table from a chained block
+ * hash (src/pa_block.h) to the servers that recently received a request
+ * with that block.  It lives in one region of shared memory given by the
+ * caller, shared by the worker processes: no pointers inside, no
+ * allocation, a try-lock per bucket that gives up after a bounded spin
+ * (a worker may die holding it) and lock-free readers that check a
+ * sequence number.  A wrong answer is possible under races, a crash or
+ * a hang is not.  Plain C, no nginx headers.
+ *
+ * Forgetting models each engine's LRU cache: every server has a counter
+ * of the blocks recorded for it, and a holder is valid while that counter
+ * is at most "capacity" blocks past the holder's stamp.
+ */
+
+
+#ifndef _PA_INDEX_H_INCLUDED_
+#define _PA_INDEX_H_INCLUDED_
+
+
+#include <stddef.h>
+#include <stdint.h>
+
+
+#define PA_INDEX_MAGIC        0x78646961u       /* "aidx" */
+#define PA_INDEX_VERSION      1
+#define PA_INDEX_MAX_SERVERS  1024
+#define PA_INDEX_BUCKET       128               /* two cache lines */
+#define PA_INDEX_NO_SERVER    0xffff
+
+
+/* the region's header; counters are updated with atomics */
+typedef struct {
+    uint32_t        magic;
+    uint32_t        version;
+    uint64_t        size;
+    uint32_t        nservers;
+    uint32_t        holders;
+    uint32_t        ways;
+    uint32_t        entry_size;
+    uint64_t        nbuckets;
+    uint64_t        servers_off;
+    uint64_t        buckets_off;
+    unsigned char   pad0[64 - 56];
+
+    uint64_t        entries_used;     /* entries ever filled */
+    uint64_t        evictions;        /* entries with a valid holder lost */
+    uint64_t        replaced;         /* valid holders pushed out */
+    uint64_t        busy;             /* lock not taken: update skipped */
+    uint64_t        recorded;         /* blocks recorded */
+    uint64_t        fresh;            /* of them, held fresh: not stamped */
+    unsigned char   pad1[64 - 48];
+} pa_index_hdr_t;
+
+
+/* one cache line per server, as every worker adds to its counter */
+typedef struct {
+    uint64_t        counter;          /* blocks recorded, monotonic */
+    uint32_t        capacity;         /* blocks the engine keeps */
+    unsigned char   pad[64 - 12];
+} pa_index_srv_t;
+
+
+/* a process's view of the region; the geometry is its own copy */
+typedef struct {
+    pa_index_hdr_t  *hdr;
+    pa_index_srv_t  *srv;
+    unsigned char   *buckets;
+    uint64_t         nbuckets;
+    uint32_t         nservers;
+    uint32_t         holders;
+    uint32_t         ways;
+    uint32_t         entry_size;
+} pa_index_t;
+
+
+typedef struct {
+    uint64_t        capacity;         /* entries */
+    uint64_t        entries_used;
+    uint64_t        evictions;
+    uint64_t        replaced;
+    uint64_t        busy;
+    uint64_t        recorded;
+    uint64_t        fresh;
+} pa_index_stats_t;
+
+
+/*
+ * bytes of a region for "entries" block hashes, a few more at most;
+ * "holders" is 1, 2, 4 or 8 servers per block hash
+ */
+size_t pa_index_region_size(uint64_t entries, uint32_t nservers,
+    uint32_t holders);
+
+/*
+ * formats "region" (aligned to 64 bytes, "size" bytes) for up to
+ * "nservers" servers, ids 0..nservers - 1, each with a cache of
+ * "capacity" blocks (< 2^31); returns 0, or -1 if the region is too
+ * small or a parameter is out of range
+ */
+int pa_index_init(pa_index_t *idx, void *region, size_t size,
+    uint32_t nservers, uint32_t holders, uint32_t capacity);
+
+/*
+ * reuses a region formatted with the same size and geometry, as after
+ * a reload, else formats it; returns 1 if reused, 0 if formatted, -1 as
+ * pa_index_init().  the capacities stay as they were on reuse.
+ */
+int pa_index_attach(pa_index_t *idx, void *region, size_t size,
+    uint32_t nservers, uint32_t holders, uint32_t capacity);
+
+void pa_index_set_capacity(pa_index_t *idx, uint32_t server,
+    uint32_t capacity);
+
+/* invalidates every holder of "server", as when its id is given anew */
+void pa_index_forget(pa_index_t *idx, uint32_t server);
+
+/*
+ * after routing a request of "n" blocks to "server": its blocks are held
+ * there from now on.  "cached": of them, the leading blocks the server
+ * already held (its matched depth), which take no new room in its cache.
+ */
+void pa_index_record(pa_index_t *idx, uint32_t server,
+    const uint64_t *hashes, uint32_t n, uint32_t cached);
+
+/*
+ * the depth, in leading blocks, that each server holds of the prefix:
+ * "depth" gets nservers values; "found", if not NULL, gets the servers
+ * of depth > 0 (room for nservers) and "nfound" their number.  returns
+ * the greatest depth.
+ */
+uint32_t pa_index_match(pa_index_t *idx, const uint64_t *hashes,
+    uint32_t n, uint32_t *depth, uint32_t nservers, uint32_t *found,
+    uint32_t *nfound);
+
+void pa_index_stats(pa_index_t *idx, pa_index_stats_t *st);
+
+
+#endif /* _PA_INDEX_H_INCLUDED_ */

@@ -1,0 +1,445 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * Unit tests of src/pa_block.c: block boundaries in bytes and in code
+ * points, independence from how the text is split, chaining, seeds, the
+ * block cap and the unit count.
+ */
+
+
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "pa_block.h"
+#include "unit.h"
+
+
+#define TEXT_MAX   20000
+#define MAX_BLK    512
+
+
+static uint64_t rnd_next(uint64_t *state);
+static size_t make_text(unsigned char *buf, size_t chars, uint64_t *rnd,
+    int utf8);
+static uint32_t reference(const unsigned char *p, size_t n, int is_char,
+    uint32_t bu, uint32_t max, uint64_t seed, uint64_t *out,
+    uint64_t *units);
+static uint32_t in_pieces(const unsigned char *p, size_t n, int is_char,
+    uint32_t bu, uint32_t max, uint64_t seed, uint64_t *out, uint64_t *rnd,
+    size_t maxpiece, pa_blocks_t *b);
+static void test_bytes(void);
+static void test_chars(void);
+static void test_splits(void);
+static void test_chaining(void);
+static void test_seeds(void);
+static void test_cap(void);
+
+
+static unsigned char  text[TEXT_MAX];
+static pa_blocks_t    blocks;
+
+
+static uint64_t
+rnd_next(uint64_t *state)
+{
+    uint64_t  z;
+
+    z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+
+    return z ^ (z >> 31);
+}
+
+
+/* "chars" code points of 1 to 4 bytes if utf8, else ascii */
+
+static size_t
+make_text(unsigned char *buf, size_t chars, uint64_t *rnd, int utf8)
+{
+    size_t    i, n;
+    uint64_t  r;
+
+    n = 0;
+
+    for (i = 0; i < chars; i++) {
+        r = rnd_next(rnd);
+
+        switch (utf8 ? r % 4 : 0) {
+
+        case 0:
+            buf[n++] = (unsigned char) ('a' + (r >> 8) % 26);
+            break;
+
+        case 1:                         /* U+00E9 */
+            buf[n++] = 0xc3;
+            buf[n++] = 0xa9;
+            break;
+
+        case 2:                         /* U+20AC */
+            buf[n++] = 0xe2;
+            buf[n++] = 0x82;
+            buf[n++] = 0xac;
+            break;
+
+        default:                        /* U+1F600 */
+            buf[n++] = 0xf0;
+            buf[n++] = 0x9f;
+            buf[n++] = 0x98;
+            buf[n++] = 0x80;
+            break;
+        }
+    }
+
+    return n;
+}
+
+
+/* the definition, on the whole text: one-shot XXH3 per block */
+
+static uint32_t
+reference(const unsigned char *p, size_t n, int is_char, uint32_t bu,
+    uint32_t max, uint64_t seed, uint64_t *out, uint64_t *units)
+{
+    size_t    i, start, u;
+    uint32_t  nb;
+    uint64_t  prev;
+
+    nb = 0;
+    prev = 0;
+    start = 0;
+    u = 0;
+
+    for (i = 0; i <= n; i++) {
+
+        if (i < n && is_char && (p[i] & 0xc0) == 0x80) {
+            continue;
+        }
+
+        /* i is at a unit start, or at the end */
+
+        if (u > 0 && u % bu == 0 && nb < max && (i - start) > 0) {
+            prev = XXH3_64bits_withSeed(p + start, i - start, prev);
+            out[nb++] = prev;
+            start = i;
+        }
+
+        if (i < n) {
+            u++;
+        }
+    }
+
+    for (i = 0; i < nb; i++) {
+        out[i] = pa_blocks_mix(out[i], seed);
+    }
+
+    *units = u;
+
+    return nb;
+}
+
+
+static uint32_t
+in_pieces(const unsigned char *p, size_t n, int is_char, uint32_t bu,
+    uint32_t max, uint64_t seed, uint64_t *out, uint64_t *rnd,
+    size_t maxpiece, pa_blocks_t *b)
+{
+    size_t  off, k;
+
+    if (pa_blocks_init(b, is_char, bu, max, out) != 0) {
+        return UINT32_MAX;
+    }
+
+    for (off = 0; off < n; off += k) {
+        k = (rnd == NULL) ? n : 1 + rnd_next(rnd) % maxpiece;
+        k = (k > n - off) ? n - off : k;
+
+        (void) pa_blocks_feed(b, p + off, k);
+    }
+
+    return pa_blocks_finish(b, seed);
+}
+
+
+static void
+test_bytes(void)
+{
+    size_t    n;
+    uint32_t  nb, nr;
+    uint64_t  rnd, units;
+    uint64_t  out[MAX_BLK], ref[MAX_BLK];
+
+    rnd = 1;
+    n = make_text(text, 3 * 64 + 5, &rnd, 0);
+
+    nb = in_pieces(text, n, 0, 64, 100, 7, out, NULL, 0, &blocks);
+    nr = reference(text, n, 0, 64, 100, 7, ref, &units);
+
+    CHECK(nb == 3);
+    CHECK(nr == 3);
+    CHECK(memcmp(out, ref, nb * sizeof(uint64_t)) == 0);
+    CHECK(blocks.units == 3 * 64 + 5);
+
+    /* block 1 is exactly the first 64 bytes */
+    CHECK(out[0] == pa_blocks_mix(XXH3_64bits_withSeed(text, 64, 0), 7));
+    CHECK(out[1] == pa_blocks_mix(
+              XXH3_64bits_withSeed(text + 64, 64,
+                                   XXH3_64bits_withSeed(text, 64, 0)), 7));
+
+    /* an exact multiple: the last block is complete */
+    nb = in_pieces(text, 3 * 64, 0, 64, 100, 7, out, NULL, 0, &blocks);
+    CHECK(nb == 3);
+    CHECK(blocks.units == 3 * 64);
+    CHECK(blocks.tail == out[2]);
+
+    /* one byte short: two blocks, the tail covers the rest */
+    nb = in_pieces(text, 3 * 64 - 1, 0, 64, 100, 7, out, NULL, 0, &blocks);
+    CHECK(nb == 2);
+    CHECK(blocks.units == 3 * 64 - 1);
+    CHECK(blocks.tail != out[1]);
+
+    /* shorter than a block: no block, a tail key, the units */
+    nb = in_pieces(text, 10, 0, 64, 100, 7, out, NULL, 0, &blocks);
+    CHECK(nb == 0);
+    CHECK(blocks.units == 10);
+    CHECK(blocks.tail == pa_blocks_mix(XXH3_64bits_withSeed(text, 10, 0),
+                                       7));
+
+    CHECK(pa_blocks_init(&blocks, 0, 0, 4, out) == -1);
+    CHECK(pa_blocks_init(&blocks, 0, 64, 0, out) == -1);
+}
+
+
+static void
+test_chars(void)
+{
+    size_t    n, i, cut;
+    uint32_t  nb, nr, c;
+    uint64_t  rnd, units;
+    uint64_t  out[MAX_BLK], ref[MAX_BLK];
+
+    rnd = 2;
+    n = make_text(text, 5 * 100 + 37, &rnd, 1);
+
+    nb = in_pieces(text, n, 1, 100, 100, 9, out, NULL, 0, &blocks);
+    nr = reference(text, n, 1, 100, 100, 9, ref, &units);
+
+    CHECK(nb == 5);
+    CHECK(nr == 5);
+    CHECK(units == 5 * 100 + 37);
+    CHECK(blocks.units == 5 * 100 + 37);
+    CHECK(memcmp(out, ref, nb * sizeof(uint64_t)) == 0);
+
+    /* block 1 is the bytes of exactly 100 code points */
+    c = 0;
+    cut = 0;
+
+    for (i = 0; i < n; i++) {
+        if ((text[i] & 0xc0) != 0x80 && c++ == 100) {
+            cut = i;
+            break;
+        }
+    }
+
+    CHECK(cut > 100);
+    CHECK(out[0] == pa_blocks_mix(XXH3_64bits_withSeed(text, cut, 0), 9));
+
+    /* the text ends with a 4-byte character exactly at a block's end */
+    n = make_text(text, 199, &rnd, 1);
+    memcpy(text + n, "\xf0\x9f\x98\x80", 4);
+    n += 4;
+
+    nb = in_pieces(text, n, 1, 100, 100, 9, out, NULL, 0, &blocks);
+    nr = reference(text, n, 1, 100, 100, 9, ref, &units);
+    CHECK(nb == 2);
+    CHECK(nr == 2);
+    CHECK(blocks.units == 200);
+    CHECK(memcmp(out, ref, nb * sizeof(uint64_t)) == 0);
+    CHECK(blocks.tail == out[1]);
+
+    /* the same ending fed a byte at a time */
+    rnd = 5;
+    nb = in_pieces(text, n, 1, 100, 100, 9, out, &rnd, 1, &blocks);
+    CHECK(nb == 2);
+    CHECK(memcmp(out, ref, nb * sizeof(uint64_t)) == 0);
+}
+
+
+static void
+test_splits(void)
+{
+    int       is_char, ok;
+    size_t    n, maxpiece;
+    uint32_t  nb, nr, bu, round;
+    uint64_t  rnd, units, tail;
+    uint64_t  out[MAX_BLK], ref[MAX_BLK];
+    static const uint32_t  sizes[] = { 1, 3, 64, 128, 256 };
+    static const size_t    pieces[] = { 1, 2, 7, 100, 5000 };
+
+    rnd = 3;
+    ok = 1;
+
+    for (round = 0; round < 200; round++) {
+        is_char = round & 1;
+        bu = sizes[round % 5];
+        maxpiece = pieces[(round / 5) % 5];
+
+        n = make_text(text, 1 + rnd_next(&rnd) % 3000, &rnd, is_char);
+
+        nr = reference(text, n, is_char, bu, MAX_BLK, round, ref, &units);
+
+        nb = in_pieces(text, n, is_char, bu, MAX_BLK, round, out, NULL, 0,
+                       &blocks);
+        tail = blocks.tail;
+
+        if (nb != nr || memcmp(out, ref, nb * sizeof(uint64_t)) != 0
+            || blocks.units != units)
+        {
+            ok = 0;
+        }
+
+        nb = in_pieces(text, n, is_char, bu, MAX_BLK, round, out, &rnd,
+                       maxpiece, &blocks);
+
+        if (nb != nr || memcmp(out, ref, nb * sizeof(uint64_t)) != 0
+            || blocks.units != units || blocks.tail != tail)
+        {
+            ok = 0;
+        }
+    }
+
+    CHECK_MSG(ok, "a split changed the hashes");
+}
+
+
+static void
+test_chaining(void)
+{
+    size_t    n;
+    uint32_t  i, nb, same;
+    uint64_t  rnd;
+    uint64_t  a[MAX_BLK], b[MAX_BLK];
+
+    rnd = 4;
+    n = make_text(text, 10 * 64, &rnd, 0);
+
+    (void) in_pieces(text, n, 0, 64, 100, 0, a, NULL, 0, &blocks);
+
+    /* a change in block 1 changes every hash */
+    text[3] ^= 1;
+    nb = in_pieces(text, n, 0, 64, 100, 0, b, NULL, 0, &blocks);
+    text[3] ^= 1;
+
+    same = 0;
+
+    for (i = 0; i < nb; i++) {
+        same += (a[i] == b[i]);
+    }
+
+    CHECK(nb == 10);
+    CHECK(same == 0);
+
+    /* a change in block 5 keeps blocks 1..4 */
+    text[4 * 64 + 1] ^= 1;
+    nb = in_pieces(text, n, 0, 64, 100, 0, b, NULL, 0, &blocks);
+    text[4 * 64 + 1] ^= 1;
+
+    same = 0;
+
+    for (i = 0; i < nb; i++) {
+        same += (a[i] == b[i]);
+    }
+
+    CHECK(same == 4);
+    CHECK(a[3] == b[3] && a[4] != b[4] && a[9] != b[9]);
+
+    /* equal blocks at other positions hash differently */
+    memcpy(text + 64, text, 64);
+    nb = in_pieces(text, n, 0, 64, 100, 0, b, NULL, 0, &blocks);
+    CHECK(b[0] != b[1]);
+}
+
+
+static void
+test_seeds(void)
+{
+    size_t    n;
+    uint32_t  i, diff;
+    uint64_t  rnd;
+    uint64_t  a[MAX_BLK], b[MAX_BLK], c[MAX_BLK];
+
+    rnd = 6;
+    n = make_text(text, 8 * 128, &rnd, 1);
+
+    (void) in_pieces(text, n, 1, 128, 100, 42, a, NULL, 0, &blocks);
+    (void) in_pieces(text, n, 1, 128, 100, 42, b, &rnd, 33, &blocks);
+    (void) in_pieces(text, n, 1, 128, 100, 43, c, NULL, 0, &blocks);
+
+    CHECK(memcmp(a, b, 8 * sizeof(uint64_t)) == 0);
+
+    diff = 0;
+
+    for (i = 0; i < 8; i++) {
+        diff += (a[i] != c[i]);
+    }
+
+    CHECK(diff == 8);
+
+    /* the mix is a bijection per seed: no two of many values collide */
+    CHECK(pa_blocks_mix(0, 0) != pa_blocks_mix(1, 0));
+    CHECK(pa_blocks_mix(0, 0) != pa_blocks_mix(0, 1));
+    CHECK(pa_blocks_mix(5, 0) != 5);
+}
+
+
+static void
+test_cap(void)
+{
+    size_t    n;
+    uint32_t  nb;
+    uint64_t  rnd, units;
+    uint64_t  out[MAX_BLK], ref[MAX_BLK];
+
+    rnd = 7;
+    n = make_text(text, 1000, &rnd, 1);
+
+    /* 4 blocks of 64 at most; the units still count the whole text */
+    nb = in_pieces(text, n, 1, 64, 4, 1, out, &rnd, 50, &blocks);
+    CHECK(nb == 4);
+    CHECK(blocks.units == 1000);
+    CHECK(reference(text, n, 1, 64, 4, 1, ref, &units) == 4);
+    CHECK(memcmp(out, ref, 4 * sizeof(uint64_t)) == 0);
+    CHECK(blocks.tail == out[3]);
+
+    /* feed says when the blocks are complete */
+    CHECK(pa_blocks_init(&blocks, 0, 64, 2, out) == 0);
+    CHECK(pa_blocks_feed(&blocks, text, 100) == 1);
+    CHECK(pa_blocks_feed(&blocks, text + 100, 28) == 0);
+    CHECK(pa_blocks_feed(&blocks, text + 128, 100) == 0);
+    CHECK(blocks.units == 228);
+    CHECK(pa_blocks_finish(&blocks, 0) == 2);
+    CHECK(pa_blocks_finish(&blocks, 0) == 2);
+
+    /* nothing is fed after the finish */
+    CHECK(pa_blocks_init(&blocks, 0, 64, 4, out) == 0);
+    CHECK(pa_blocks_feed(&blocks, text, 64) == 1);
+    CHECK(pa_blocks_finish(&blocks, 0) == 1);
+    CHECK(pa_blocks_feed(&blocks, text, 128) == 0);
+    CHECK(blocks.nblocks == 1 && blocks.units == 64);
+}
+
+
+int
+main(void)
+{
+    test_bytes();
+    test_chars();
+    test_splits();
+    test_chaining();
+    test_seeds();
+    test_cap();
+
+    return UNIT_DONE();
+}

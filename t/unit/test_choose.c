@@ -1,0 +1,490 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * Unit tests of src/pa_choose.c: the work estimate, the deepest match,
+ * its ties, the absolute and the relative bound, cold placement on the
+ * ring (option A) and by least work (option B), spill, least loaded,
+ * weights and nothing usable.
+ */
+
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pa_choose.h"
+#include "unit.h"
+
+
+#define NSRV  8
+
+
+typedef struct {
+    uint64_t        work[NSRV];
+    uint64_t        inflight[NSRV];
+    uint32_t        weight[NSRV];
+    int             down[NSRV];
+} cluster_t;
+
+
+static int probe(void *ctx, uint32_t server, pa_load_t *load);
+static int ring_probe(void *ctx, uint32_t server, uint64_t *inflight);
+static void setup(pa_choose_in_t *in, cluster_t *cl, uint32_t *depth,
+    uint32_t *found);
+static void set_found(pa_choose_in_t *in, uint32_t *depth, uint32_t *found);
+static void test_cost(void);
+static void test_match(void);
+static void test_bounds(void);
+static void test_cold_ring(void);
+static void test_cold_least(void);
+static void test_least(void);
+static void test_weights(void);
+
+
+static pa_ring_t        ring;
+static pa_ring_point_t *points;
+static unsigned char    seen[(NSRV + 7) / 8];
+
+
+static int
+probe(void *ctx, uint32_t server, pa_load_t *load)
+{
+    cluster_t  *cl = ctx;
+
+    load->work = cl->work[server];
+    load->inflight = cl->inflight[server];
+    load->weight = cl->weight[server];
+    load->id_hash = 0x1000 + server * 0x9e3779b97f4a7c15ULL;
+
+    return cl->down[server] ? PA_SERVER_UNUSABLE : PA_SERVER_USABLE;
+}
+
+
+static int
+ring_probe(void *ctx, uint32_t server, uint64_t *inflight)
+{
+    cluster_t  *cl = ctx;
+
+    *inflight = cl->inflight[server];
+
+    return cl->down[server] ? PA_SERVER_UNUSABLE : PA_SERVER_USABLE;
+}
+
+
+static void
+setup(pa_choose_in_t *in, cluster_t *cl, uint32_t *depth, uint32_t *found)
+{
+    uint32_t  i;
+
+    memset(cl, 0, sizeof(cluster_t));
+    memset(depth, 0, NSRV * sizeof(uint32_t));
+    memset(in, 0, sizeof(pa_choose_in_t));
+
+    for (i = 0; i < NSRV; i++) {
+        cl->weight[i] = 1;
+    }
+
+    in->key = 0x123456789abcdefULL;
+    in->units = 1000;
+    in->decode = 0;
+    in->block_units = 100;
+    in->depth = depth;
+    in->found = found;
+    in->nfound = 0;
+    in->nservers = NSRV;
+    in->balance = 0;
+    in->threshold = 0;
+    in->cold = PA_COLD_RING;
+    in->ring = &ring;
+    in->probe = probe;
+    in->ctx = cl;
+    in->seen = seen;
+}
+
+
+/* the found list from the depths, as pa_index_match() gives it */
+
+static void
+set_found(pa_choose_in_t *in, uint32_t *depth, uint32_t *found)
+{
+    uint32_t  i;
+
+    in->nfound = 0;
+
+    for (i = 0; i < NSRV; i++) {
+        if (depth[i] > 0) {
+            found[in->nfound++] = i;
+        }
+    }
+}
+
+
+static void
+test_cost(void)
+{
+    CHECK(pa_choose_cost(1000, 3, 128, 50) == 1000 - 384 + 50);
+    CHECK(pa_choose_cost(1000, 0, 128, 0) == 1000);
+    CHECK(pa_choose_cost(1000, 8, 128, 7) == 7);
+    CHECK(pa_choose_cost(1000, 100, 128, 7) == 7);
+}
+
+
+static void
+test_match(void)
+{
+    int             a, b;
+    uint32_t        i, depth[NSRV], found[NSRV];
+    cluster_t       cl;
+    pa_choice_t     ch;
+    pa_choose_in_t  in;
+
+    setup(&in, &cl, depth, found);
+
+    /* the deepest wins on an idle cluster */
+    depth[1] = 3;
+    depth[2] = 5;
+    set_found(&in, depth, found);
+
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 2 && ch.depth == 5);
+    CHECK(ch.cost == 500);
+
+    /* equal depths: the least work */
+    depth[1] = 5;
+    cl.work[1] = 100;
+    cl.work[2] = 50;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 2);
+
+    /* equal depths and work: the same winner in any order */
+    cl.work[1] = 50;
+    CHECK(pa_choose(&in, &ch) == 0);
+    a = ch.server;
+    found[0] = 2;
+    found[1] = 1;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK((int) ch.server == a);
+
+    /* and each key picks its own, so ties spread */
+    a = 0;
+    b = 0;
+
+    for (i = 0; i < 1000; i++) {
+        in.key = i * 0x9e3779b97f4a7c15ULL;
+        (void) pa_choose(&in, &ch);
+        a += (ch.server == 1);
+        b += (ch.server == 2);
+    }
+
+    CHECK(a + b == 1000);
+    CHECK_MSG(a > 400 && b > 400, "ties %d and %d", a, b);
+
+    /* a holder that is down is passed over: cold, not spill */
+    setup(&in, &cl, depth, found);
+    depth[4] = 9;
+    cl.down[4] = 1;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server != 4 && ch.depth == 0);
+}
+
+
+static void
+test_bounds(void)
+{
+    uint32_t        depth[NSRV], found[NSRV];
+    cluster_t       cl;
+    pa_choice_t     ch;
+    pa_choose_in_t  in;
+
+    setup(&in, &cl, depth, found);
+
+    depth[1] = 3;
+    depth[2] = 5;
+    set_found(&in, depth, found);
+
+    /* the absolute cap: the deepest is full, the next deepest takes it */
+    in.threshold = 4;
+    cl.inflight[2] = 4;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 1 && ch.depth == 3);
+    CHECK(ch.cost == 700);
+
+    cl.inflight[2] = 3;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.server == 2);
+
+    /*
+     * the relative bound, F = 1.5: server 2 has 1000 units in flight,
+     * the request costs it 500; the mean with the request is
+     * (1000 + 500) / 8 = 187.5, the bound 281.25 < 1500: over.
+     * server 1 is idle: an idle server always has room.
+     */
+    in.threshold = 0;
+    in.balance = 150;
+    cl.work[2] = 1000;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 1);
+
+    /* exactly at the bound is within: (100 + 500) * 8 <= 4 * (x + 500) */
+    setup(&in, &cl, depth, found);
+    depth[2] = 5;
+    set_found(&in, depth, found);
+    in.balance = 400;
+    cl.work[2] = 100;
+    cl.work[0] = 600;                   /* total 700: 4 * 1200 = 4800 */
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 2);
+
+    cl.work[0] = 599;                   /* 4 * 1199 < 4800: over */
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 2);
+
+    /* the caller's totals are used as given */
+    in.totals = 1;
+    in.total_work = 700;
+    in.total_weight = 8;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 2);
+
+    /* an idle cluster accepts, whatever F */
+    setup(&in, &cl, depth, found);
+    in.balance = 100;
+    depth[6] = 1;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 6);
+}
+
+
+static void
+test_cold_ring(void)
+{
+    uint32_t        i, same, depth[NSRV], found[NSRV];
+    cluster_t       cl;
+    pa_pick_t       pick;
+    pa_choice_t     ch;
+    pa_choose_in_t  in;
+
+    setup(&in, &cl, depth, found);
+
+    /* idle: the key's ring home, as pa_ring_pick() finds it */
+    same = 0;
+
+    for (i = 0; i < 200; i++) {
+        in.key = i * 0x9e3779b97f4a7c15ULL + 1;
+
+        (void) pa_choose(&in, &ch);
+        (void) pa_ring_pick(&ring, in.key, 1, ring_probe, &cl, seen, &pick);
+
+        same += (ch.kind == PA_CHOICE_COLD && ch.server == pick.server
+                 && pick.route == PA_ROUTE_AFFINITY);
+    }
+
+    CHECK(same == 200);
+
+    /* the home over the cap: the next on the ring, as the ring walk */
+    in.threshold = 2;
+
+    for (i = 0; i < NSRV; i += 2) {
+        cl.inflight[i] = 2;
+    }
+
+    same = 0;
+
+    for (i = 0; i < 200; i++) {
+        in.key = i * 0x9e3779b97f4a7c15ULL + 1;
+
+        (void) pa_choose(&in, &ch);
+        (void) pa_ring_pick(&ring, in.key, 2, ring_probe, &cl, seen, &pick);
+
+        same += (ch.kind == PA_CHOICE_COLD && ch.server == pick.server
+                 && ch.server % 2 == 1);
+    }
+
+    CHECK(same == 200);
+
+    /* the holders are over the cap: spill along the ring */
+    depth[0] = 4;
+    depth[2] = 2;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server % 2 == 1);
+    CHECK(ch.depth == 0 && ch.cost == 1000);
+
+    /* no ring: option B */
+    in.ring = NULL;
+    cl.work[5] = 0;
+    cl.work[1] = cl.work[3] = cl.work[7] = 10;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server == 5);
+}
+
+
+static void
+test_cold_least(void)
+{
+    uint32_t        depth[NSRV], found[NSRV];
+    cluster_t       cl;
+    pa_choice_t     ch;
+    pa_choose_in_t  in;
+
+    setup(&in, &cl, depth, found);
+    in.cold = PA_COLD_LEAST;
+
+    cl.work[0] = 50;
+    cl.work[1] = 10;
+    cl.work[2] = 30;
+    cl.work[3] = 20;
+    cl.work[4] = cl.work[5] = cl.work[6] = cl.work[7] = 40;
+
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == 1);
+
+    /* the least within the cap */
+    in.threshold = 1;
+    cl.inflight[1] = 1;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == 3);
+
+    /* a holder over the relative bound: spill to the least work */
+    in.threshold = 0;
+    in.balance = 120;
+    depth[0] = 10;
+    cl.work[0] = 5000;
+    cl.work[1] = 0;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server == 1);
+}
+
+
+static void
+test_least(void)
+{
+    uint32_t        i, depth[NSRV], found[NSRV];
+    cluster_t       cl;
+    pa_choice_t     ch;
+    pa_choose_in_t  in;
+
+    setup(&in, &cl, depth, found);
+
+    /* every server at the cap: the least work, with either option */
+    in.threshold = 3;
+
+    for (i = 0; i < NSRV; i++) {
+        cl.inflight[i] = 3;
+        cl.work[i] = 100 + i;
+    }
+
+    cl.work[6] = 20;
+
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_LEAST && ch.server == 6);
+
+    in.cold = PA_COLD_LEAST;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_LEAST && ch.server == 6);
+
+    /* the work counted is the work after the request: a holder's is less */
+    depth[3] = 9;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_LEAST && ch.server == 3 && ch.depth == 9);
+    CHECK(ch.cost == 100);
+
+    /* nothing usable */
+    for (i = 0; i < NSRV; i++) {
+        cl.down[i] = 1;
+    }
+
+    CHECK(pa_choose(&in, &ch) == -1);
+    CHECK(ch.kind == PA_CHOICE_NONE);
+
+    in.cold = PA_COLD_RING;
+    CHECK(pa_choose(&in, &ch) == -1);
+
+    in.nservers = 0;
+    CHECK(pa_choose(&in, &ch) == -1);
+
+    CHECK(strcmp(pa_choice_name(PA_CHOICE_SPILL), "spill") == 0);
+    CHECK(strcmp(pa_choice_name(PA_CHOICE_MATCH), "match") == 0);
+}
+
+
+static void
+test_weights(void)
+{
+    uint32_t        i, depth[NSRV], found[NSRV];
+    cluster_t       cl;
+    pa_choice_t     ch;
+    pa_choose_in_t  in;
+
+    setup(&in, &cl, depth, found);
+    in.cold = PA_COLD_LEAST;
+
+    for (i = 0; i < NSRV; i++) {
+        cl.work[i] = 1000;
+    }
+
+    /* 1150 / 2 < 1100 / 1 */
+    cl.work[2] = 100;
+    cl.work[5] = 150;
+    cl.weight[5] = 2;
+    in.units = 1000;
+
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.server == 5);
+
+    /*
+     * the relative bound per weight: server 2 holds a block, the request
+     * costs it 900; the mean with the request is (6250 + 900) / 9 =
+     * 794.4 per weight, F = 1.3 gives 1032.8 >= 1000: within
+     */
+    in.balance = 130;
+    depth[2] = 1;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 2 && ch.cost == 900);
+
+    /* F = 1.2 gives 953.3 < 1000: over, server 5 has room for 1906 */
+    in.balance = 120;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server == 5);
+}
+
+
+int
+main(void)
+{
+    uint32_t          i;
+    char              names[NSRV][32];
+    pa_ring_server_t  srv[NSRV];
+
+    for (i = 0; i < NSRV; i++) {
+        snprintf(names[i], sizeof(names[i]), "10.0.0.%u:8000", i + 1);
+        srv[i].name = (const unsigned char *) names[i];
+        srv[i].len = strlen(names[i]);
+        srv[i].weight = 1;
+    }
+
+    points = malloc(pa_ring_points(srv, NSRV) * sizeof(pa_ring_point_t));
+    if (points == NULL || pa_ring_build(&ring, points, srv, NSRV) != 0) {
+        return 1;
+    }
+
+    test_cost();
+    test_match();
+    test_bounds();
+    test_cold_ring();
+    test_cold_least();
+    test_least();
+    test_weights();
+
+    free(points);
+
+    return UNIT_DONE();
+}

@@ -1,0 +1,698 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * Unit tests of src/pa_index.c: record and match, depths per server,
+ * eviction order, a full table, bucket collisions, forgetting by
+ * capacity, reuse of a region, a lock left held, garbage in the region,
+ * and four threads recording and matching at once.
+ */
+
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pa_index.h"
+#include "unit.h"
+
+
+#define NSRV      16
+#define CHAIN     64
+#define THREADS   4
+
+
+typedef struct {
+    pa_index_t     *idx;
+    uint64_t        seed;
+    uint64_t        rounds;
+    uint64_t        exact;
+    int             insane;
+} worker_t;
+
+
+static uint64_t rnd_next(uint64_t *state);
+static void *region_new(size_t size);
+static void chain(uint64_t root, uint32_t fork, uint64_t *out, uint32_t n);
+static void test_basic(void);
+static void test_holders(void);
+static void test_eviction(void);
+static void test_full(void);
+static void test_capacity(void);
+static void test_fresh(void);
+static void test_attach(void);
+static void test_stuck(void);
+static void test_garbage(void);
+static void *worker(void *data);
+static void test_threads(void);
+
+
+static int  stop;
+
+
+static uint64_t
+rnd_next(uint64_t *state)
+{
+    uint64_t  z;
+
+    z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+
+    return z ^ (z >> 31);
+}
+
+
+static void *
+region_new(size_t size)
+{
+    void  *p;
+
+    size = (size + 63) & ~(size_t) 63;
+
+    if (posix_memalign(&p, 64, size) != 0) {
+        abort();
+    }
+
+    return p;
+}
+
+
+/*
+ * a chain of block hashes: the first "fork" blocks follow "root" alone,
+ * the rest also depend on the fork point, as a shared prefix followed by
+ * different text does
+ */
+
+static void
+chain(uint64_t root, uint32_t fork, uint64_t *out, uint32_t n)
+{
+    uint32_t  i;
+    uint64_t  st;
+
+    st = root;
+
+    for (i = 0; i < n; i++) {
+        if (i == fork) {
+            st ^= 0xabcdef12345ULL * (fork + 1);
+        }
+
+        out[i] = rnd_next(&st);
+    }
+}
+
+
+static void
+test_basic(void)
+{
+    size_t            size;
+    uint32_t          d, nf;
+    uint64_t          a[CHAIN], b[CHAIN];
+    uint32_t          depth[NSRV], found[NSRV];
+    void             *region;
+    pa_index_t        idx;
+    pa_index_stats_t  st;
+
+    size = pa_index_region_size(4096, NSRV, 4);
+    region = region_new(size);
+
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 100000) == 0);
+
+    chain(1, CHAIN, a, CHAIN);
+
+    /* nothing recorded: a cold prefix */
+    d = pa_index_match(&idx, a, 10, depth, NSRV, found, &nf);
+    CHECK(d == 0 && nf == 0);
+
+    pa_index_record(&idx, 3, a, 10, 0);
+
+    d = pa_index_match(&idx, a, 10, depth, NSRV, found, &nf);
+    CHECK(d == 10);
+    CHECK(nf == 1 && found[0] == 3);
+    CHECK(depth[3] == 10 && depth[2] == 0);
+
+    /* a longer request matches the 10 blocks, a shorter one all of it */
+    d = pa_index_match(&idx, a, 30, depth, NSRV, found, &nf);
+    CHECK(d == 10 && depth[3] == 10);
+    d = pa_index_match(&idx, a, 4, depth, NSRV, NULL, NULL);
+    CHECK(d == 4 && depth[3] == 4);
+
+    /* the same prefix on three servers, each to its own depth */
+    pa_index_record(&idx, 1, a, 5, 0);
+    pa_index_record(&idx, 2, a, 8, 0);
+
+    chain(1, 2, b, CHAIN);             /* shares blocks 1 and 2 with a */
+    pa_index_record(&idx, 7, b, 20, 0);
+
+    d = pa_index_match(&idx, a, 40, depth, NSRV, found, &nf);
+    CHECK(d == 10);
+    CHECK(nf == 4);
+    CHECK(depth[3] == 10 && depth[2] == 8 && depth[1] == 5 && depth[7] == 2);
+
+    d = pa_index_match(&idx, b, 40, depth, NSRV, found, &nf);
+    CHECK(d == 20);
+    CHECK(depth[7] == 20 && depth[3] == 2 && depth[2] == 2 && depth[1] == 2);
+
+    /* a caller that knows fewer servers gets only those */
+    d = pa_index_match(&idx, a, 40, depth, 3, found, &nf);
+    CHECK(d == 8 && nf == 2 && depth[2] == 8 && depth[1] == 5);
+
+    pa_index_stats(&idx, &st);
+    CHECK(st.recorded == 43);
+    CHECK(st.entries_used == 10 + 18);
+    CHECK(st.evictions == 0 && st.busy == 0);
+    CHECK(st.capacity >= 4096);
+
+    /* bad parameters */
+    CHECK(pa_index_init(&idx, region, size, 0, 4, 100) == -1);
+    CHECK(pa_index_init(&idx, region, size, NSRV, 3, 100) == -1);
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 0) == -1);
+    CHECK(pa_index_init(&idx, region, 64, NSRV, 4, 100) == -1);
+    CHECK(pa_index_init(&idx, (char *) region + 8, size - 64, NSRV, 4, 100)
+          == -1);
+
+    free(region);
+}
+
+
+static void
+test_holders(void)
+{
+    size_t      size;
+    uint32_t    s, d, nf;
+    uint64_t    a[CHAIN];
+    uint32_t    depth[NSRV], found[NSRV];
+    void       *region;
+    pa_index_t  idx;
+
+    size = pa_index_region_size(4096, NSRV, 4);
+    region = region_new(size);
+
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 100000) == 0);
+
+    chain(2, CHAIN, a, CHAIN);
+
+    /*
+     * six servers hold the prefix to depths 1..6: block 1 remembers four
+     * of them, the deeper blocks the servers that went deeper
+     */
+
+    for (s = 0; s < 6; s++) {
+        pa_index_record(&idx, s, a, s + 1, 0);
+    }
+
+    d = pa_index_match(&idx, a, 20, depth, NSRV, found, &nf);
+    CHECK(d == 6);
+    CHECK(depth[5] == 6 && depth[4] == 5 && depth[3] == 4 && depth[2] == 3);
+    CHECK(nf >= 4);
+
+    free(region);
+}
+
+
+static void
+test_eviction(void)
+{
+    size_t            size;
+    uint32_t          i, ways, d;
+    uint64_t          h[16];
+    uint32_t          depth[NSRV];
+    void             *region;
+    pa_index_t        idx;
+    pa_index_stats_t  st;
+
+    /* one bucket: every hash collides */
+    size = pa_index_region_size(1, NSRV, 4);
+    region = region_new(size);
+
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 100000) == 0);
+    CHECK(idx.nbuckets == 1);
+
+    ways = idx.ways;
+    CHECK(ways == 4);
+
+    for (i = 0; i < ways + 2; i++) {
+        h[i] = ((uint64_t) (i + 1) << 32) | 0x1234;
+    }
+
+    /* the same server, so the stamps give the order of use */
+    for (i = 0; i < ways; i++) {
+        pa_index_record(&idx, 0, &h[i], 1, 0);
+    }
+
+    for (i = 0; i < ways; i++) {
+        d = pa_index_match(&idx, &h[i], 1, depth, NSRV, NULL, NULL);
+        CHECK(d == 1 && depth[0] == 1);
+    }
+
+    /* use the oldest again: the second oldest goes first */
+    pa_index_record(&idx, 0, &h[0], 1, 0);
+    pa_index_record(&idx, 0, &h[ways], 1, 0);
+
+    CHECK(pa_index_match(&idx, &h[0], 1, depth, NSRV, NULL, NULL) == 1);
+    CHECK(pa_index_match(&idx, &h[1], 1, depth, NSRV, NULL, NULL) == 0);
+    CHECK(pa_index_match(&idx, &h[2], 1, depth, NSRV, NULL, NULL) == 1);
+    CHECK(pa_index_match(&idx, &h[ways], 1, depth, NSRV, NULL, NULL) == 1);
+
+    pa_index_record(&idx, 0, &h[ways + 1], 1, 0);
+    CHECK(pa_index_match(&idx, &h[2], 1, depth, NSRV, NULL, NULL) == 0);
+    CHECK(pa_index_match(&idx, &h[3], 1, depth, NSRV, NULL, NULL) == 1);
+
+    pa_index_stats(&idx, &st);
+    CHECK(st.evictions == 2);
+    CHECK(st.entries_used == ways);
+
+    /* holders of one entry: the stalest server is replaced */
+    for (i = 1; i <= 5; i++) {
+        pa_index_record(&idx, i, &h[3], 1, 0);
+    }
+
+    d = pa_index_match(&idx, &h[3], 1, depth, NSRV, NULL, NULL);
+    CHECK(d == 1);
+    CHECK(depth[0] == 0 && depth[5] == 1);
+
+    /* server 0 was the stalest, then the first of equals */
+    pa_index_stats(&idx, &st);
+    CHECK(st.replaced == 2);
+
+    free(region);
+}
+
+
+static void
+test_full(void)
+{
+    int               ok;
+    size_t            size;
+    uint32_t          i, s;
+    uint64_t          rnd, h;
+    uint32_t          depth[NSRV];
+    void             *region;
+    pa_index_t        idx;
+    pa_index_stats_t  st;
+
+    size = pa_index_region_size(64, NSRV, 2);
+    region = region_new(size);
+
+    CHECK(pa_index_init(&idx, region, size, NSRV, 2, 1000000) == 0);
+
+    rnd = 9;
+    ok = 1;
+
+    /* far more blocks than entries: the last one recorded is always held */
+
+    for (i = 0; i < 100000; i++) {
+        h = rnd_next(&rnd);
+        s = i % NSRV;
+
+        pa_index_record(&idx, s, &h, 1, 0);
+
+        if (pa_index_match(&idx, &h, 1, depth, NSRV, NULL, NULL) != 1
+            || depth[s] != 1)
+        {
+            ok = 0;
+        }
+    }
+
+    CHECK(ok);
+
+    pa_index_stats(&idx, &st);
+    CHECK(st.entries_used <= st.capacity);
+    CHECK(st.evictions >= 100000 - st.capacity);
+
+    free(region);
+}
+
+
+static void
+test_capacity(void)
+{
+    size_t            size;
+    uint64_t          a[CHAIN], b[200];
+    uint32_t          depth[NSRV];
+    void             *region;
+    pa_index_t        idx;
+    pa_index_stats_t  st;
+
+    size = pa_index_region_size(8192, NSRV, 4);
+    region = region_new(size);
+
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 100) == 0);
+
+    chain(3, CHAIN, a, CHAIN);
+    chain(4, 200, b, 200);
+
+    pa_index_record(&idx, 0, a, 10, 0);     /* counter 10, stamp 10 */
+    pa_index_record(&idx, 0, b, 90, 0);     /* counter 100 */
+    CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 10);
+
+    /* 100 blocks later it is still in the engine's LRU of 100 */
+    pa_index_record(&idx, 0, b + 90, 10, 0);
+    CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 10);
+
+    /* 101 blocks later it is not */
+    pa_index_record(&idx, 0, b + 100, 1, 0);
+    CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 0);
+
+    /* a hit takes no new room: the cached blocks do not age the others */
+    pa_index_record(&idx, 1, a, 10, 0);
+    pa_index_record(&idx, 1, b, 90, 0);
+    pa_index_record(&idx, 1, b, 90, 90);
+    pa_index_record(&idx, 1, b, 95, 90);
+    CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 10);
+    pa_index_record(&idx, 1, b, 101, 95);
+    CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 0);
+
+    /*
+     * a cached block with over half its life left is not stamped again,
+     * one with less is
+     */
+    pa_index_record(&idx, 2, a, 10, 0);     /* counter 10 */
+    pa_index_record(&idx, 2, b, 20, 0);     /* 30: 80 left */
+    pa_index_record(&idx, 2, a, 10, 10);    /* not stamped */
+    pa_index_record(&idx, 2, b + 20, 81, 0);
+    (void) pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[2] == 0);
+
+    pa_index_record(&idx, 3, a, 10, 0);     /* counter 10 */
+    pa_index_record(&idx, 3, b, 60, 0);     /* 70: 40 left */
+    pa_index_record(&idx, 3, a, 10, 10);    /* stamped 70 */
+    pa_index_record(&idx, 3, b + 60, 99, 0);
+    (void) pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[3] == 10);
+
+    pa_index_stats(&idx, &st);
+    CHECK(st.fresh >= 10);
+
+    /* a larger cache keeps more */
+    pa_index_set_capacity(&idx, 1, 1000);
+    CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 10);
+
+    pa_index_forget(&idx, 1);
+    (void) pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[1] == 0 && depth[3] == 10);
+    (void) pa_index_match(&idx, b, 101, depth, NSRV, NULL, NULL);
+    CHECK(depth[1] == 0 && depth[0] == 101);
+
+    free(region);
+}
+
+
+/* the deepest cached block decides whether the cached ones are stamped */
+
+static void
+test_fresh(void)
+{
+    size_t            size;
+    uint64_t          a[CHAIN];
+    uint32_t          depth[NSRV];
+    void             *region;
+    pa_index_t        idx;
+    pa_index_stats_t  st;
+
+    size = pa_index_region_size(4096, NSRV, 4);
+    region = region_new(size);
+
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 1000) == 0);
+
+    chain(6, CHAIN, a, CHAIN);
+
+    pa_index_record(&idx, 6, a, 5, 0);
+    pa_index_record(&idx, 6, a, 12, 5);      /* 5 fresh, 7 new */
+
+    pa_index_stats(&idx, &st);
+    CHECK(st.fresh == 5 && st.recorded == 17);
+    CHECK(pa_index_match(&idx, a, 12, depth, NSRV, NULL, NULL) == 12);
+    CHECK(depth[6] == 12);
+
+    /* a depth the index does not confirm: every block is stamped */
+    pa_index_record(&idx, 7, a, 12, 12);
+
+    pa_index_stats(&idx, &st);
+    CHECK(st.fresh == 5);
+    CHECK(pa_index_match(&idx, a, 12, depth, NSRV, NULL, NULL) == 12);
+    CHECK(depth[7] == 12 && depth[6] == 12);
+
+    free(region);
+}
+
+
+static void
+test_attach(void)
+{
+    size_t      size;
+    uint64_t    a[CHAIN];
+    uint32_t    depth[NSRV];
+    void       *region;
+    pa_index_t  idx, idx2;
+
+    size = pa_index_region_size(4096, NSRV, 4);
+    region = region_new(size);
+
+    /* a fresh region is formatted */
+    memset(region, 0x5a, size);
+    CHECK(pa_index_attach(&idx, region, size, NSRV, 4, 1000) == 0);
+
+    chain(5, CHAIN, a, CHAIN);
+    pa_index_record(&idx, 9, a, 12, 0);
+
+    /* a reload with the same geometry keeps what was recorded */
+    CHECK(pa_index_attach(&idx2, region, size, NSRV, 4, 1000) == 1);
+    CHECK(pa_index_match(&idx2, a, 12, depth, NSRV, NULL, NULL) == 12);
+    CHECK(depth[9] == 12);
+
+    /* another geometry starts over */
+    CHECK(pa_index_attach(&idx2, region, size, NSRV, 2, 1000) == 0);
+    CHECK(pa_index_match(&idx2, a, 12, depth, NSRV, NULL, NULL) == 0);
+    CHECK(pa_index_attach(&idx2, region, size, NSRV - 1, 2, 1000) == 0);
+    CHECK(pa_index_attach(&idx2, region, size - 128, NSRV - 1, 2, 1000)
+          == 0);
+
+    free(region);
+}
+
+
+static void
+test_stuck(void)
+{
+    size_t            size;
+    uint32_t          i;
+    uint64_t          h[4];
+    uint32_t          depth[NSRV];
+    void             *region;
+    pa_index_t        idx;
+    pa_index_stats_t  st;
+
+    size = pa_index_region_size(1, NSRV, 4);
+    region = region_new(size);
+
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 1000) == 0);
+
+    for (i = 0; i < 4; i++) {
+        h[i] = ((uint64_t) (i + 1) << 32) | 7;
+    }
+
+    pa_index_record(&idx, 2, h, 1, 0);
+    CHECK(pa_index_match(&idx, h, 1, depth, NSRV, NULL, NULL) == 1);
+
+    /* a worker died inside the lock: skipped, never waited for */
+    *(uint32_t *) idx.buckets |= 1;
+
+    pa_index_record(&idx, 2, h + 1, 1, 0);
+    CHECK(pa_index_match(&idx, h, 1, depth, NSRV, NULL, NULL) == 0);
+    CHECK(pa_index_match(&idx, h + 1, 1, depth, NSRV, NULL, NULL) == 0);
+
+    pa_index_stats(&idx, &st);
+    CHECK(st.busy == 1);
+
+    free(region);
+}
+
+
+static void
+test_garbage(void)
+{
+    int         ok;
+    size_t      size, i;
+    uint32_t    k, s, d, nf;
+    uint64_t    rnd, a[CHAIN];
+    uint32_t    depth[NSRV], found[NSRV];
+    void       *region;
+    uint64_t   *w;
+    pa_index_t  idx;
+
+    size = pa_index_region_size(1024, NSRV, 4);
+    region = region_new(size);
+
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 1000) == 0);
+
+    /* random words with even sequences: answers may be wrong, not wild */
+    rnd = 11;
+    w = (uint64_t *) idx.buckets;
+
+    for (i = 0; i < idx.nbuckets * PA_INDEX_BUCKET / 8; i++) {
+        w[i] = rnd_next(&rnd);
+
+        if (i % (PA_INDEX_BUCKET / 8) == 0) {
+            w[i] &= ~(uint64_t) 1;
+        }
+    }
+
+    ok = 1;
+
+    for (k = 0; k < 2000; k++) {
+        chain(k, CHAIN, a, CHAIN);
+
+        /* the tags of a few blocks as the garbage has them */
+        a[k % CHAIN] = w[(k * 7) % (idx.nbuckets * PA_INDEX_BUCKET / 8)];
+
+        s = k % NSRV;
+
+        if (k & 1) {
+            pa_index_record(&idx, s, a, CHAIN, 0);
+        }
+
+        d = pa_index_match(&idx, a, CHAIN, depth, NSRV, found, &nf);
+
+        if (d > CHAIN || nf > NSRV) {
+            ok = 0;
+        }
+
+        for (i = 0; i < nf; i++) {
+            if (found[i] >= NSRV || depth[found[i]] > CHAIN) {
+                ok = 0;
+            }
+        }
+    }
+
+    CHECK(ok);
+
+    free(region);
+}
+
+
+static void *
+worker(void *data)
+{
+    uint32_t   i, n, s, d, nf, fork;
+    uint64_t   a[CHAIN];
+    uint32_t   depth[NSRV], found[NSRV];
+    worker_t  *wk;
+
+    wk = data;
+
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+        /* 64 prompts, each forked from 8 shared prefixes */
+        i = rnd_next(&wk->seed) % 64;
+        fork = 4 + i % 8;
+        chain(i / 8, fork, a, CHAIN);
+
+        n = 1 + rnd_next(&wk->seed) % CHAIN;
+        s = rnd_next(&wk->seed) % NSRV;
+
+        d = pa_index_match(wk->idx, a, n, depth, NSRV, found, &nf);
+
+        if (d > n || nf > NSRV) {
+            wk->insane = 1;
+        }
+
+        for (i = 0; i < nf; i++) {
+            if (found[i] >= NSRV || depth[found[i]] == 0
+                || depth[found[i]] > n)
+            {
+                wk->insane = 1;
+            }
+        }
+
+        pa_index_record(wk->idx, s, a, n, depth[s]);
+
+        (void) pa_index_match(wk->idx, a, n, depth, NSRV, NULL, NULL);
+
+        wk->exact += (depth[s] == n);
+        wk->rounds++;
+    }
+
+    return NULL;
+}
+
+
+static void
+test_threads(void)
+{
+    int               i, insane;
+    size_t            size;
+    uint64_t          rounds, exact;
+    void             *region;
+    pthread_t         tid[THREADS];
+    worker_t          wk[THREADS];
+    pa_index_t        idx;
+    pa_index_stats_t  st;
+    struct timespec   ts;
+
+    /* small enough to evict all the time */
+    size = pa_index_region_size(2048, NSRV, 4);
+    region = region_new(size);
+
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 5000) == 0);
+
+    stop = 0;
+
+    for (i = 0; i < THREADS; i++) {
+        memset(&wk[i], 0, sizeof(worker_t));
+        wk[i].idx = &idx;
+        wk[i].seed = 100 + i;
+
+        CHECK(pthread_create(&tid[i], NULL, worker, &wk[i]) == 0);
+    }
+
+    ts.tv_sec = 2;
+    ts.tv_nsec = 0;
+    nanosleep(&ts, NULL);
+
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+
+    rounds = 0;
+    exact = 0;
+    insane = 0;
+
+    for (i = 0; i < THREADS; i++) {
+        pthread_join(tid[i], NULL);
+        rounds += wk[i].rounds;
+        exact += wk[i].exact;
+        insane |= wk[i].insane;
+    }
+
+    pa_index_stats(&idx, &st);
+
+    printf("threads: %llu rounds, %.1f%% held after record, "
+           "%llu evictions, %llu busy\n",
+           (unsigned long long) rounds, 100.0 * exact / (rounds + 1),
+           (unsigned long long) st.evictions, (unsigned long long) st.busy);
+
+    CHECK(!insane);
+    CHECK(rounds > 1000);
+    CHECK(exact > rounds * 9 / 10);
+
+    free(region);
+}
+
+
+int
+main(void)
+{
+    test_basic();
+    test_holders();
+    test_eviction();
+    test_full();
+    test_capacity();
+    test_fresh();
+    test_attach();
+    test_stuck();
+    test_garbage();
+    test_threads();
+
+    return UNIT_DONE();
+}
