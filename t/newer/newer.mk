@@ -47,7 +47,7 @@ $(NEW_DIR)/stamp: | deps
 	    > $(NEW_DIR)/sources.list
 	apt-get -qq $(NEW_APT) update
 	cd $(NEW_DIR)/debs && apt-get -qq $(NEW_APT) download $(NEW_DEBS) \
-	    2>&1 | grep -v 'unsandboxed' || true
+	    2>../download.log || { cat ../download.log; exit 1; }
 	for d in $(NEW_DIR)/debs/*.deb; do dpkg-deb -x $$d $(NEW_ROOT); done
 	@test -x $(NEW_ROOT)/usr/sbin/nginx
 	@test -x $(NEW_LIB)/ld-linux-x86-64.so.2
@@ -62,7 +62,7 @@ $(NEW_NGINX): $(NEW_DIR)/stamp
 
 # nginx's configure writes into its tree: configure a private copy of sid's
 # nginx-dev with Debian's own flags (conf_flags), as dh_nginx would
-$(NEW_SRC)/Makefile: $(NEW_DIR)/stamp config
+$(NEW_SRC)/objs/Makefile: $(NEW_DIR)/stamp config
 	rm -rf $(NEW_SRC)
 	cp -r $(NEW_ROOT)/usr/share/nginx/src $(NEW_SRC)
 	cd $(NEW_SRC) && . ./conf_flags && \
@@ -70,7 +70,7 @@ $(NEW_SRC)/Makefile: $(NEW_DIR)/stamp config
 	        --add-dynamic-module=$(CURDIR) >configure.log
 
 # nginx's gcc flags include -Werror: a warning fails the build
-$(NEW_MODULE): $(NEW_SRC)/Makefile ngx_http_prefix_aware_module.c \
+$(NEW_MODULE): $(NEW_SRC)/objs/Makefile ngx_http_prefix_aware_module.c \
                $(SRC_C) $(SRC_H) $(GLUE)
 	$(MAKE) -C $(NEW_SRC) -f objs/Makefile modules >$(NEW_DIR)/make.log
 	cp $(NEW_SRC)/objs/ngx_http_prefix_aware_module.so $@
