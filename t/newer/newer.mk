@@ -17,6 +17,8 @@
 # the binary's interpreter and RPATH (which, unlike RUNPATH, also serves
 # the libraries' own dependencies) point there (patchelf), so it runs
 # on Debian 12 and re-executes itself (binary upgrade) without environment.
+# (With NEW_NGINX_SRC=/path/to/nginx, a given source tree is built
+# statically with --add-module instead; see the end of this file.)
 # Everything comes through apt with a private source list, as in
 # t/asan/asan.mk (the machine's apt configuration is not changed), into
 # $(BUILD)/newer; nothing of it is kept in the repository.
@@ -77,7 +79,41 @@ $(NEW_MODULE): $(NEW_SRC)/objs/Makefile ngx_http_prefix_aware_module.c \
 
 nginx-new: $(NEW_NGINX) $(NEW_MODULE)
 
+ifeq ($(NEW_NGINX_SRC),)
+
 test-nginx-new: nginx-new deps-test
 	TEST_NGINX_BINARY=$(CURDIR)/$(NEW_NGINX) \
 	TEST_NGINX_LOAD_MODULES=$(CURDIR)/$(NEW_MODULE) \
 	    prove -I t/lib -r t/
+
+else
+
+# make test-nginx-new NEW_NGINX_SRC=/path/to/nginx: any nginx source tree (a
+# release tarball, or a checkout, whose configure is auto/configure) built
+# statically with the module, then every suite with that binary (no
+# load_module line; t/050-linkage.t skips)
+NEW_STATIC  = $(NEW_DIR)/static
+
+$(NEW_STATIC)/objs/Makefile: config | deps
+	@$(call deps,libpcre2-dev libssl-dev zlib1g-dev)
+	rm -rf $(NEW_STATIC)
+	mkdir -p $(NEW_DIR)
+	cp -r $(NEW_NGINX_SRC) $(NEW_STATIC)
+	cd $(NEW_STATIC) && \
+	    if [ -x configure ]; then c=./configure; else c=auto/configure; fi; \
+	    $$c --with-debug --with-threads \
+	        --with-http_v2_module --with-http_ssl_module \
+	        --add-module=$(CURDIR) >configure.log
+
+$(NEW_STATIC)/objs/nginx: $(NEW_STATIC)/objs/Makefile \
+                          ngx_http_prefix_aware_module.c $(SRC_C) $(SRC_H) \
+                          $(GLUE)
+	$(MAKE) -C $(NEW_STATIC) -f objs/Makefile -j2 >$(NEW_DIR)/static.log
+
+test-nginx-new: $(NEW_STATIC)/objs/nginx deps-test
+	$(NEW_STATIC)/objs/nginx -v
+	TEST_NGINX_BINARY=$(CURDIR)/$(NEW_STATIC)/objs/nginx \
+	TEST_NGINX_LOAD_MODULES= \
+	    prove -I t/lib -r t/
+
+endif
