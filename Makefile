@@ -3,7 +3,9 @@
 #   make                 build objs/ngx_http_prefix_aware_module.so against
 #                        Debian's nginx-dev (or NGINX_SRC=/path/to/nginx-x.y.z)
 #   make test            unit tests, nginx suites, fuzz, bench and soak
-#                        smoke runs (CI also runs make test-asan)
+#                        smoke runs (CI also runs make test-asan,
+#                        test-nginx-new, deb and test-deb)
+#   make deb             the Debian package libnginx-mod-http-prefix-aware
 #   make demo            the module in front of simulated LLM instances
 #   make bench           the full benchmark, results in bench/results/
 
@@ -107,5 +109,7 @@ clean:
 -include fuzz/fuzz.mk
 -include bench/bench.mk
 -include t/asan/asan.mk
+-include t/newer/newer.mk
+-include packaging/deb.mk
 -include bench/micro.mk
 -include bench/soak.mk
