@@ -19,8 +19,13 @@ static void ngx_http_prefix_aware_reap(ngx_http_prefix_aware_shm_t *sh,
     ngx_uint_t slot);
 
 
+/*
+ * a ':' cannot be in the zone names of limit_req_zone, limit_conn_zone,
+ * keys_zone= or ssl_session_cache, and the module's name starts it
+ */
+
 static ngx_str_t  ngx_http_prefix_aware_zone_name =
-    ngx_string("prefix_aware");
+    ngx_string("ngx_http_prefix_aware_module:zone");
 
 ngx_int_t  ngx_http_prefix_aware_slot = -1;
 

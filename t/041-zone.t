@@ -1,6 +1,6 @@
-# The shared zone "prefix_aware" is sized by the module (there is no
-# directive for it): four times what the configuration needs, rounded up
-# to whole megabytes.  So a configuration always fits a fresh zone, and
+# The shared zone "ngx_http_prefix_aware_module:zone" is sized by the
+# module (there is no directive for it): four times what the configuration
+# needs, rounded up to whole megabytes.  So a configuration always fits a fresh zone, and
 # "too small" can only come from a reload that keeps the zone (same size)
 # while it still holds the counters of servers that were removed: the
 # zone keeps every server it has seen, because workers of older
@@ -10,8 +10,8 @@
 #    the zone: the request counters add up over all of them.
 # 2. Reloads with 300 servers, each time with other names, fill the 1 MB
 #    zone: the reload that cannot fit fails with "shared zone
-#    "prefix_aware" is full, restart nginx to rebuild it" (emerg), the old
-#    workers go on serving, nothing crashes; "nginx -t" accepts the same
+#    "ngx_http_prefix_aware_module:zone" is full, restart nginx to rebuild
+#    it" (emerg), the old workers go on serving, nothing crashes; "nginx -t" accepts the same
 #    configuration (it would get a fresh zone), and so does a restart.
 # 3. A configuration that needs a bigger zone gets a new one at reload
 #    (its counters start at 0) rather than failing.
@@ -138,7 +138,7 @@ for my $round (1 .. 8) {
 ok $fitted >= 1 && $failed, "reloads with 300 new server names: $fitted fitted, round $failed did not";
 
 my @emerg = grep { /\[emerg\]/ } $ng->log($log_at);
-like $emerg[0] // '', qr/\[emerg\] \d+#\d+: prefix_aware: shared zone "prefix_aware" is full, restart nginx to rebuild it/,
+like $emerg[0] // '', qr/\[emerg\] \d+#\d+: prefix_aware: shared zone "ngx_http_prefix_aware_module:zone" is full, restart nginx to rebuild it/,
      'the failed reload says so (emerg): ' . ($emerg[0] // 'nothing') =~ s/^.*?\[emerg\] \d+#\d+: //r;
 
 my $workers = $ng->workers;
