@@ -78,7 +78,7 @@ ngx_module_t  ngx_http_prefix_aware_module = {
     ngx_http_prefix_aware_commands,        /* module directives */
     NGX_HTTP_MODULE,                       /* module type */
     NULL,                                  /* init master */
-    NULL,                                  /* init module */
+    ngx_http_prefix_aware_init_module,     /* init module */
     ngx_http_prefix_aware_init_process,    /* init process */
     NULL,                                  /* init thread */
     NULL,                                  /* exit thread */
@@ -234,8 +234,10 @@ ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
     ngx_str_t                           reason;
     ngx_http_prefix_aware_srv_conf_t   *pacf;
     ngx_http_prefix_aware_peer_data_t  *pd;
+    ngx_http_prefix_aware_main_conf_t  *pamcf;
 
     pacf = ngx_http_conf_upstream_srv_conf(us, ngx_http_prefix_aware_module);
+    pamcf = ngx_http_get_module_main_conf(r, ngx_http_prefix_aware_module);
 
     pd = ngx_pcalloc(r->pool, sizeof(ngx_http_prefix_aware_peer_data_t));
     if (pd == NULL) {
@@ -248,9 +250,14 @@ ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
-    if (pacf->peer[0] == NULL) {
+    if (!pamcf->attached) {
         /* a single process reloaded: no init_process for the new cycle */
-        ngx_http_prefix_aware_set_peers(pacf);
+
+        if (ngx_http_prefix_aware_attach((ngx_cycle_t *) ngx_cycle, pamcf)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
     }
 
     r->upstream->peer.get = ngx_http_prefix_aware_get_peer;
@@ -436,8 +443,9 @@ ngx_http_prefix_aware_count(ngx_http_prefix_aware_peer_data_t *pd,
 
     ngx_atomic_fetch_add(&s->inflight, 1);
 
-    if (ngx_http_prefix_aware_slot >= 0) {
-        ngx_atomic_fetch_add(&s->slot[ngx_http_prefix_aware_slot], 1);
+    if (pd->conf->counts) {
+        pd->count = &pd->conf->counts[pick->server];
+        ngx_atomic_fetch_add(pd->count, 1);
     }
 
     pd->held = s;
@@ -482,13 +490,16 @@ ngx_http_prefix_aware_free_peer(ngx_peer_connection_t *pc, void *data,
 
     s = pd->held;
 
+    /* once for each get_peer(): keepalive and retries call both in pairs */
+
     if (s) {
         pd->held = NULL;
 
         ngx_atomic_fetch_add(&s->inflight, -1);
 
-        if (ngx_http_prefix_aware_slot >= 0) {
-            ngx_atomic_fetch_add(&s->slot[ngx_http_prefix_aware_slot], -1);
+        if (pd->count) {
+            ngx_atomic_fetch_add(pd->count, -1);
+            pd->count = NULL;
         }
     }
 

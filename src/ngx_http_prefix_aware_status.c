@@ -422,6 +422,7 @@ ngx_http_prefix_aware_json_gen(ngx_http_prefix_aware_main_conf_t *pamcf,
     yajl_alloc_funcs                       funcs;
     ngx_http_prefix_aware_metric_t        *m;
     ngx_http_prefix_aware_srv_conf_t     **pacf, *c;
+    ngx_http_prefix_aware_zone_usage_t     zone;
     ngx_http_prefix_aware_shm_server_t    *srv;
     ngx_http_prefix_aware_shm_upstream_t  *up;
 
@@ -436,6 +437,20 @@ ngx_http_prefix_aware_json_gen(ngx_http_prefix_aware_main_conf_t *pamcf,
 
     yajl_gen_map_open(g);
     pa_gen_uint(g, "version", 1);
+
+    ngx_http_prefix_aware_zone_usage(pamcf, &zone);
+
+    pa_gen_str(g, "zone");
+    yajl_gen_map_open(g);
+    pa_gen_uint(g, "size", zone.size);
+    pa_gen_uint(g, "pages", zone.pages);
+    pa_gen_uint(g, "free_pages", zone.free);
+    pa_gen_uint(g, "upstreams", zone.upstreams);
+    pa_gen_uint(g, "servers", zone.servers);
+    pa_gen_uint(g, "configurations", zone.confs);
+    pa_gen_uint(g, "workers", zone.workers);
+    yajl_gen_map_close(g);
+
     pa_gen_str(g, "upstreams");
     yajl_gen_map_open(g);
 

@@ -57,7 +57,7 @@ b1
 
 
 
-=== TEST 3: a limit_conn_zone named prefix_aware
+=== TEST 3: a limit_conn_zone named prefix_aware; the status page shows the module zone
 --- http_config
     limit_conn_zone $binary_remote_addr zone=prefix_aware:1m;
     upstream up {
@@ -69,10 +69,11 @@ b1
         limit_conn prefix_aware 10;
         proxy_pass http://up;
     }
---- request
-GET /t
---- response_body
-b1
+    location = /status { prefix_aware_status; }
+--- request eval
+["GET /t", "GET /status"]
+--- response_body_like eval
+["^b1\$", '"zone": \{\s*"size": \d+']
 --- no_error_log
 [emerg]
 [alert]
