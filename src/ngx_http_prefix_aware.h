@@ -29,6 +29,9 @@
 #define NGX_HTTP_PREFIX_AWARE_SOURCE_BODY     1
 #define NGX_HTTP_PREFIX_AWARE_SOURCE_OPENAI   2
 
+/* walks after a reservation lost a race, before it is taken regardless */
+#define NGX_HTTP_PREFIX_AWARE_RETRIES         8
+
 /* generations a zone is sized for: the current one and draining ones */
 #define NGX_HTTP_PREFIX_AWARE_GENERATIONS     4
 

@@ -131,6 +131,7 @@ pa_ring_pick(const pa_ring_t *ring, uint64_t hash, uint64_t threshold,
 
     pick->server = 0;
     pick->route = PA_ROUTE_NONE;
+    pick->inflight = 0;
     pick->first_inflight = 0;
     pick->first_usable = 0;
 
@@ -179,6 +180,7 @@ pa_ring_pick(const pa_ring_t *ring, uint64_t hash, uint64_t threshold,
 
         if (inflight < threshold) {
             pick->server = s;
+            pick->inflight = inflight;
             pick->route = pa_ring_route(s, first, pick->first_usable);
             return 0;
         }
@@ -197,6 +199,7 @@ pa_ring_pick(const pa_ring_t *ring, uint64_t hash, uint64_t threshold,
     }
 
     pick->server = best;
+    pick->inflight = best_inflight;
     pick->route = pa_ring_route(best, first, pick->first_usable);
 
     return 0;
@@ -214,6 +217,7 @@ pa_least_loaded(uint32_t nservers, uint32_t start,
 
     pick->server = 0;
     pick->route = PA_ROUTE_NONE;
+    pick->inflight = 0;
     pick->first_inflight = 0;
     pick->first_usable = 0;
 
@@ -256,6 +260,7 @@ pa_least_loaded(uint32_t nservers, uint32_t start,
     }
 
     pick->server = best;
+    pick->inflight = best_inflight;
     pick->route = PA_ROUTE_NO_KEY;
 
     return 0;
