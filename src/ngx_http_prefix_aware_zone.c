@@ -567,6 +567,10 @@ ngx_http_prefix_aware_attach(ngx_cycle_t *cycle,
 
             pw = &(*pw)->next;
         }
+
+        /* the counts of the worker this one replaces, at once */
+
+        ngx_http_prefix_aware_sweep(shpool, sh, NULL, cycle->log);
     }
 
     /* the id tells apart a new record at the address of a freed one */

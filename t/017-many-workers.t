@@ -6,8 +6,7 @@
 # Then a reload while 70 requests are held: 140 workers with records, the
 # 70 draining ones killed, and again every count heals.
 #
-# The backends run in a nginx of their own; "/slow3" answers after about
-# three seconds.
+# The backends run in a nginx of their own.
 
 use strict;
 use warnings;
@@ -21,8 +20,15 @@ my $N = 70;
 
 my %port = map { $_ => free_port() } qw(b1 b2 b3);
 
+# "/slow9", about nine seconds: long enough for 70 connections, a reload
+# of 70 workers and the checks, even under the sanitizers
+my $pad = 'p' x 1100;
+my $backends;
 my $be = PrefixAware::Scenario->new(name => 'backends');
-$be->start($be->backends(%port));
+$backends = $be->backends(%port);
+$backends =~ s{(listen 127\.0\.0\.1:\d+;\n)}
+              {$1        location /slow9 { limit_rate 120; add_header X-Pad $pad; return 200 "slow\\n"; }\n}g;
+$be->start($backends);
 
 my $ng = PrefixAware::Scenario->new(name => 'many-workers', workers => $N);
 my $servers = join '', map { "        server 127.0.0.1:$port{$_};\n" } sort keys %port;
@@ -75,7 +81,7 @@ sub hold {
     my $conn = conn_each();
     is scalar(keys %$conn), $N, "$what: a connection on each of the $N workers";
     my $i = 0;
-    $_->send(GET => '/slow3', headers => [ID_HEADER, 'tenant-' . $i++])
+    $_->send(GET => '/slow9', headers => [ID_HEADER, 'tenant-' . $i++])
         for values %$conn;
     ok wait_until(sub { total() == $N }, 10), "$what: $N requests in flight";
     return $conn;
