@@ -25,6 +25,8 @@ static void ngx_http_prefix_aware_free_peer(ngx_peer_connection_t *pc,
     void *data, ngx_uint_t state);
 static int ngx_http_prefix_aware_probe(void *ctx, uint32_t server,
     uint64_t *inflight);
+static ngx_int_t ngx_http_prefix_aware_reserve(
+    ngx_http_prefix_aware_shm_server_t *s, ngx_uint_t threshold);
 static void ngx_http_prefix_aware_count(ngx_http_prefix_aware_peer_data_t *pd,
     pa_pick_t *pick);
 
@@ -80,7 +82,7 @@ ngx_module_t  ngx_http_prefix_aware_module = {
     ngx_http_prefix_aware_commands,        /* module directives */
     NGX_HTTP_MODULE,                       /* module type */
     NULL,                                  /* init master */
-    NULL,                                  /* init module */
+    ngx_http_prefix_aware_init_module,     /* init module */
     ngx_http_prefix_aware_init_process,    /* init process */
     NULL,                                  /* init thread */
     NULL,                                  /* exit thread */
@@ -289,8 +291,10 @@ ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
     ngx_str_t                           reason;
     ngx_http_prefix_aware_srv_conf_t   *pacf;
     ngx_http_prefix_aware_peer_data_t  *pd;
+    ngx_http_prefix_aware_main_conf_t  *pamcf;
 
     pacf = ngx_http_conf_upstream_srv_conf(us, ngx_http_prefix_aware_module);
+    pamcf = ngx_http_get_module_main_conf(r, ngx_http_prefix_aware_module);
 
     pd = ngx_pcalloc(r->pool, sizeof(ngx_http_prefix_aware_peer_data_t));
     if (pd == NULL) {
@@ -303,9 +307,14 @@ ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
-    if (pacf->peer[0] == NULL) {
+    if (!pamcf->attached) {
         /* a single process reloaded: no init_process for the new cycle */
-        ngx_http_prefix_aware_set_peers(pacf);
+
+        if (ngx_http_prefix_aware_attach((ngx_cycle_t *) ngx_cycle, pamcf)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
     }
 
     r->upstream->peer.get = ngx_http_prefix_aware_get_peer;
@@ -355,13 +364,14 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
 {
     ngx_http_prefix_aware_peer_data_t  *pd = data;
 
-    int                                 rc;
-    uintptr_t                           m;
-    ngx_uint_t                          n;
-    pa_pick_t                           pick;
-    ngx_http_upstream_rr_peer_t        *peer;
-    ngx_http_upstream_rr_peers_t       *peers;
-    ngx_http_prefix_aware_srv_conf_t   *pacf;
+    int                                  rc;
+    uintptr_t                            m;
+    ngx_uint_t                           n, walks;
+    pa_pick_t                            pick;
+    ngx_http_upstream_rr_peer_t         *peer;
+    ngx_http_upstream_rr_peers_t        *peers;
+    ngx_http_prefix_aware_srv_conf_t    *pacf;
+    ngx_http_prefix_aware_shm_server_t  *s;
 
     pacf = pd->conf;
     peers = pd->rrp.peers;
@@ -376,15 +386,54 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
 
     pd->now = ngx_time();
 
-    if (pd->keyed) {
-        rc = pa_ring_pick(&pacf->ring, pd->hash, pacf->threshold,
-                          ngx_http_prefix_aware_probe, pd, pd->seen, &pick);
+    /*
+     * the server is reserved by a compare-and-swap of its count below
+     * threshold, so that workers choosing at the same moment cannot take
+     * it past threshold together; the loser walks again and sees the
+     * count that beat it.  A choice at or above threshold is the
+     * fallback (every usable server is full): it is walked once more, as
+     * counts read one after the other may be a moment old, then taken.
+     */
 
-    } else {
-        rc = pa_least_loaded(pacf->nservers,
-                             ngx_http_prefix_aware_rotate++, pacf->weights,
-                             pacf->current, ngx_http_prefix_aware_probe, pd,
-                             &pick);
+    for (walks = 0; /* void */ ; walks++) {
+
+        if (pd->keyed) {
+            rc = pa_ring_pick(&pacf->ring, pd->hash, pacf->threshold,
+                              ngx_http_prefix_aware_probe, pd, pd->seen,
+                              &pick);
+
+        } else {
+            rc = pa_least_loaded(pacf->nservers,
+                                 ngx_http_prefix_aware_rotate++,
+                                 pacf->weights, pacf->current,
+                                 ngx_http_prefix_aware_probe, pd, &pick);
+        }
+
+        if (rc != 0) {
+            break;
+        }
+
+        s = pacf->shm_server[pick.server];
+
+        if (pick.inflight < pacf->threshold) {
+            if (ngx_http_prefix_aware_reserve(s, pacf->threshold) == NGX_OK)
+            {
+                break;
+            }
+
+            if (walks < NGX_HTTP_PREFIX_AWARE_RETRIES) {
+                ngx_log_debug1(NGX_LOG_DEBUG_HTTP, pc->log, 0,
+                               "prefix_aware: server %uD filled, walk again",
+                               pick.server);
+                continue;
+            }
+
+        } else if (walks == 0) {
+            continue;
+        }
+
+        ngx_atomic_fetch_add(&s->inflight, 1);
+        break;
     }
 
     if (rc != 0) {
@@ -478,6 +527,30 @@ ngx_http_prefix_aware_probe(void *ctx, uint32_t server, uint64_t *inflight)
 }
 
 
+/* takes a place on a server below threshold, or fails if there is none */
+
+static ngx_int_t
+ngx_http_prefix_aware_reserve(ngx_http_prefix_aware_shm_server_t *s,
+    ngx_uint_t threshold)
+{
+    ngx_atomic_uint_t  v;
+
+    for ( ;; ) {
+        v = s->inflight;
+
+        if (v >= threshold) {
+            return NGX_BUSY;
+        }
+
+        if (ngx_atomic_cmp_set(&s->inflight, v, v + 1)) {
+            return NGX_OK;
+        }
+    }
+}
+
+
+/* the server's count is taken already: this worker's share, the counters */
+
 static void
 ngx_http_prefix_aware_count(ngx_http_prefix_aware_peer_data_t *pd,
     pa_pick_t *pick)
@@ -490,10 +563,9 @@ ngx_http_prefix_aware_count(ngx_http_prefix_aware_peer_data_t *pd,
     s = pd->conf->shm_server[pick->server];
     up = pd->conf->shm;
 
-    ngx_atomic_fetch_add(&s->inflight, 1);
-
-    if (ngx_http_prefix_aware_slot >= 0) {
-        ngx_atomic_fetch_add(&s->slot[ngx_http_prefix_aware_slot], 1);
+    if (pd->conf->counts) {
+        pd->count = &pd->conf->counts[pick->server];
+        ngx_atomic_fetch_add(pd->count, 1);
     }
 
     pd->held = s;
@@ -538,13 +610,16 @@ ngx_http_prefix_aware_free_peer(ngx_peer_connection_t *pc, void *data,
 
     s = pd->held;
 
+    /* once for each get_peer(): keepalive and retries call both in pairs */
+
     if (s) {
         pd->held = NULL;
 
         ngx_atomic_fetch_add(&s->inflight, -1);
 
-        if (ngx_http_prefix_aware_slot >= 0) {
-            ngx_atomic_fetch_add(&s->slot[ngx_http_prefix_aware_slot], -1);
+        if (pd->count) {
+            ngx_atomic_fetch_add(pd->count, -1);
+            pd->count = NULL;
         }
     }
 

@@ -29,8 +29,14 @@
 #define NGX_HTTP_PREFIX_AWARE_SOURCE_BODY     1
 #define NGX_HTTP_PREFIX_AWARE_SOURCE_OPENAI   2
 
-/* worker processes that can hold requests at once, reloads included */
-#define NGX_HTTP_PREFIX_AWARE_SLOTS           64
+/* walks after a reservation lost a race, before it is taken regardless */
+#define NGX_HTTP_PREFIX_AWARE_RETRIES         8
+
+/* generations a zone is sized for: the current one and draining ones */
+#define NGX_HTTP_PREFIX_AWARE_GENERATIONS     4
+
+/* the reaper's period, in milliseconds */
+#define NGX_HTTP_PREFIX_AWARE_REAP            1000
 
 /* the ring has 160 points per unit of weight: bound what it may cost */
 #define NGX_HTTP_PREFIX_AWARE_MAX_WEIGHT      100
@@ -67,14 +73,17 @@ typedef struct ngx_http_prefix_aware_shm_server_s
     ngx_http_prefix_aware_shm_server_t;
 typedef struct ngx_http_prefix_aware_shm_upstream_s
     ngx_http_prefix_aware_shm_upstream_t;
+typedef struct ngx_http_prefix_aware_shm_conf_s
+    ngx_http_prefix_aware_shm_conf_t;
+typedef struct ngx_http_prefix_aware_shm_worker_s
+    ngx_http_prefix_aware_shm_worker_t;
 
 
 struct ngx_http_prefix_aware_shm_server_s {
     ngx_atomic_t                           inflight;
     ngx_atomic_t                           requests;
     ngx_atomic_t                           route[PA_ROUTE_NO_KEY + 1];
-    ngx_atomic_t                           slot[NGX_HTTP_PREFIX_AWARE_SLOTS];
-    ngx_http_prefix_aware_shm_server_t    *next;      /* all servers */
+    ngx_uint_t                             refs;      /* configurations */
     ngx_http_prefix_aware_shm_server_t    *sibling;   /* same upstream */
     ngx_str_t                              name;
 };
@@ -83,16 +92,63 @@ struct ngx_http_prefix_aware_shm_server_s {
 struct ngx_http_prefix_aware_shm_upstream_s {
     ngx_atomic_t                           counter[NGX_HTTP_PA_UP_NCOUNTERS];
     ngx_atomic_t                           hist[NGX_HTTP_PREFIX_AWARE_HIST];
+    ngx_uint_t                             refs;      /* configurations */
     ngx_http_prefix_aware_shm_server_t    *servers;
     ngx_http_prefix_aware_shm_upstream_t  *next;
     ngx_str_t                              name;
 };
 
 
+/*
+ * a configuration (generation) loaded by the master: the records it uses,
+ * its upstreams first, then the servers of all its upstreams in order;
+ * it lives while it is the master's, or a worker that runs it is alive
+ */
+
+struct ngx_http_prefix_aware_shm_conf_s {
+    ngx_uint_t                             id;        /* never reused */
+    ngx_uint_t                             generation;
+    ngx_uint_t                             nupstreams;
+    ngx_uint_t                             nservers;
+    ngx_uint_t                             pinned;    /* never freed */
+    ngx_http_prefix_aware_shm_conf_t      *next;
+    ngx_http_prefix_aware_shm_upstream_t **upstream;
+    ngx_http_prefix_aware_shm_server_t   **server;
+};
+
+
+/*
+ * a worker process and its in-flight counts, by the server's place in its
+ * configuration, given back when it exits or is found dead
+ */
+
+struct ngx_http_prefix_aware_shm_worker_s {
+    ngx_pid_t                              pid;
+    ngx_uint_t                             nservers;
+    ngx_http_prefix_aware_shm_conf_t      *conf;
+    ngx_http_prefix_aware_shm_worker_t    *next;
+    ngx_atomic_t                          *count;
+};
+
+
 typedef struct {
-    ngx_atomic_t                           pid[NGX_HTTP_PREFIX_AWARE_SLOTS];
     ngx_http_prefix_aware_shm_upstream_t  *upstreams;
-    ngx_http_prefix_aware_shm_server_t    *servers;
+    ngx_http_prefix_aware_shm_conf_t      *confs;
+    ngx_http_prefix_aware_shm_worker_t    *workers;
+
+    /* the last generation made, and the one the master runs */
+    ngx_uint_t                             generation;
+    ngx_uint_t                             current;
+    ngx_uint_t                             ids;
+
+    /* the reaper of one worker a period does the work for all */
+    ngx_atomic_t                           reaped;
+
+    /* records, for the status page */
+    ngx_uint_t                             nupstreams;
+    ngx_uint_t                             nservers;
+    ngx_uint_t                             nconfs;
+    ngx_uint_t                             nworkers;
 } ngx_http_prefix_aware_shm_t;
 
 
@@ -114,14 +170,28 @@ typedef struct {
     ngx_http_prefix_aware_shm_upstream_t  *shm;
     ngx_http_prefix_aware_shm_server_t   **shm_server;
 
+    /* this worker's counts of the servers, in its zone record */
+    ngx_atomic_t                          *counts;
+
+    /* the place of the first server in the configuration's record */
+    ngx_uint_t                             base;
+
     ngx_http_upstream_srv_conf_t          *upstream;
 } ngx_http_prefix_aware_srv_conf_t;
 
 
 typedef struct {
     ngx_array_t                            upstreams;
+    ngx_uint_t                             nservers;
     ngx_shm_zone_t                        *shm_zone;
     ngx_http_prefix_aware_shm_t           *sh;
+
+    /* this configuration's record, and this process's, in the zone */
+    ngx_http_prefix_aware_shm_conf_t      *conf;
+    ngx_http_prefix_aware_shm_worker_t    *worker;
+    ngx_uint_t                             conf_id;
+    ngx_uint_t                             generation;
+    unsigned                               attached:1;
 } ngx_http_prefix_aware_main_conf_t;
 
 
@@ -131,6 +201,7 @@ typedef struct {
 
     ngx_http_prefix_aware_srv_conf_t      *conf;
     ngx_http_prefix_aware_shm_server_t    *held;
+    ngx_atomic_t                          *count;
     u_char                                *seen;
     uint64_t                               hash;
     time_t                                 now;
@@ -157,6 +228,17 @@ typedef struct {
 } ngx_http_prefix_aware_metric_t;
 
 
+typedef struct {
+    size_t                                 size;
+    ngx_uint_t                             pages;
+    ngx_uint_t                             free;
+    ngx_uint_t                             upstreams;
+    ngx_uint_t                             servers;
+    ngx_uint_t                             confs;
+    ngx_uint_t                             workers;
+} ngx_http_prefix_aware_zone_usage_t;
+
+
 /* ngx_http_prefix_aware_key.c */
 ngx_int_t ngx_http_prefix_aware_key(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd, ngx_str_t *reason);
@@ -168,9 +250,13 @@ ngx_table_elt_t *ngx_http_prefix_aware_header(ngx_http_request_t *r,
 /* ngx_http_prefix_aware_zone.c */
 ngx_int_t ngx_http_prefix_aware_zone_add(ngx_conf_t *cf,
     ngx_http_prefix_aware_main_conf_t *pamcf);
-void ngx_http_prefix_aware_set_peers(ngx_http_prefix_aware_srv_conf_t *pacf);
+ngx_int_t ngx_http_prefix_aware_attach(ngx_cycle_t *cycle,
+    ngx_http_prefix_aware_main_conf_t *pamcf);
+ngx_int_t ngx_http_prefix_aware_init_module(ngx_cycle_t *cycle);
 ngx_int_t ngx_http_prefix_aware_init_process(ngx_cycle_t *cycle);
 void ngx_http_prefix_aware_exit_process(ngx_cycle_t *cycle);
+void ngx_http_prefix_aware_zone_usage(ngx_http_prefix_aware_main_conf_t *pamcf,
+    ngx_http_prefix_aware_zone_usage_t *usage);
 
 /* ngx_http_prefix_aware_status.c */
 ngx_int_t ngx_http_prefix_aware_status_handler(ngx_http_request_t *r);
@@ -178,9 +264,6 @@ ngx_int_t ngx_http_prefix_aware_status_handler(ngx_http_request_t *r);
 /* ngx_http_prefix_aware_variables.c */
 ngx_int_t ngx_http_prefix_aware_add_variables(ngx_conf_t *cf);
 
-
-/* this worker's row in the zone's per-worker in-flight counts */
-extern ngx_int_t     ngx_http_prefix_aware_slot;
 
 /* key-source names, indexed by NGX_HTTP_PREFIX_AWARE_SOURCE_* */
 extern ngx_str_t     ngx_http_prefix_aware_sources[];

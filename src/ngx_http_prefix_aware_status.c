@@ -571,6 +571,7 @@ ngx_http_prefix_aware_json(ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_uint_t                             i, k;
     ngx_http_prefix_aware_metric_t        *m;
     ngx_http_prefix_aware_srv_conf_t     **pacf, *c;
+    ngx_http_prefix_aware_zone_usage_t     zone;
     ngx_http_prefix_aware_shm_upstream_t  *up;
 
     static const char  *formats[] = { "auto", "body", "openai" };
@@ -578,8 +579,16 @@ ngx_http_prefix_aware_json(ngx_http_prefix_aware_main_conf_t *pamcf,
     pacf = pamcf->upstreams.elts;
     src = ngx_http_prefix_aware_sources;
 
+    ngx_http_prefix_aware_zone_usage(pamcf, &zone);
+
     ngx_http_prefix_aware_printf(w, "{\n  \"version\": 1,\n"
-                                    "  \"upstreams\": {");
+        "  \"zone\": { \"size\": %uz, \"pages\": %ui, "
+        "\"free_pages\": %ui,\n"
+        "            \"upstreams\": %ui, \"servers\": %ui, "
+        "\"configurations\": %ui, \"workers\": %ui },\n"
+        "  \"upstreams\": {",
+        zone.size, zone.pages, zone.free, zone.upstreams, zone.servers,
+        zone.confs, zone.workers);
 
     for (i = 0; i < pamcf->upstreams.nelts; i++) {
         c = pacf[i];

@@ -132,6 +132,7 @@ pa_ring_pick(const pa_ring_t *ring, uint64_t hash, uint64_t threshold,
 
     pick->server = 0;
     pick->route = PA_ROUTE_NONE;
+    pick->inflight = 0;
     pick->first_inflight = 0;
     pick->first_usable = 0;
 
@@ -180,6 +181,7 @@ pa_ring_pick(const pa_ring_t *ring, uint64_t hash, uint64_t threshold,
 
         if (inflight < threshold) {
             pick->server = s;
+            pick->inflight = inflight;
             pick->route = pa_ring_route(s, first, pick->first_usable);
             return 0;
         }
@@ -198,6 +200,7 @@ pa_ring_pick(const pa_ring_t *ring, uint64_t hash, uint64_t threshold,
     }
 
     pick->server = best;
+    pick->inflight = best_inflight;
     pick->route = pa_ring_route(best, first, pick->first_usable);
 
     return 0;
@@ -216,6 +219,7 @@ pa_least_loaded(uint32_t nservers, uint32_t start,
 
     pick->server = 0;
     pick->route = PA_ROUTE_NONE;
+    pick->inflight = 0;
     pick->first_inflight = 0;
     pick->first_usable = 0;
 
@@ -300,6 +304,7 @@ pa_least_loaded(uint32_t nservers, uint32_t start,
     }
 
     pick->server = best;
+    pick->inflight = best_inflight;
     pick->route = PA_ROUTE_NO_KEY;
 
     return 0;

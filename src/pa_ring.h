@@ -60,6 +60,7 @@ typedef enum {
 typedef struct {
     uint32_t        server;
     pa_route_e      route;
+    uint64_t        inflight;         /* in flight on it when probed */
     uint64_t        first_inflight;   /* in flight on the first choice */
     uint32_t        first_usable;     /* 1 if the first choice was usable */
 } pa_pick_t;

@@ -71,15 +71,21 @@ sub status_json {
             . qq("le":[0,1,2,4,8,16,32,64,128,256,512,1024,"+Inf"],"sum":$u->{sum}},)
             . qq("servers":[) . join(',', @s) . ']}';
     }
-    return '{"version":1,"upstreams":{' . join(',', @u) . '}}';
+    return '{"version":1,"zone":ZONE,"upstreams":{' . join(',', @u) . '}}';
 }
 
-# a pattern matching that JSON with any white space between tokens
+# a pattern matching that JSON with any white space between tokens; ZONE
+# stands for the zone's figures (sizes and record counts)
 sub json_re {
     my $json = shift;
-    my @tok = $json =~ /("(?:[^"\\]|\\.)*"|-?\d+|true|false|null|[{}\[\],:])/g;
-    die "json_re: cannot split $json" if join('', @tok) ne $json;
-    return join '\s*', map { quotemeta } @tok;
+    my $tok = qr/("(?:[^"\\]|\\.)*"|-?\d+|true|false|null|[{}\[\],:])/;
+    my @re;
+    for my $part (split /ZONE/, $json, -1) {
+        my @tok = $part =~ /$tok/g;
+        die "json_re: cannot split $json" if join('', @tok) ne $part;
+        push @re, join '\s*', map { quotemeta } @tok;
+    }
+    return join '\s*\{[^{}]*\}\s*', @re;
 }
 
 # the Prometheus samples (not the comments), in the module's order

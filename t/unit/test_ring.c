@@ -575,6 +575,7 @@ test_pick(void)
     CHECK(pick.route == PA_ROUTE_AFFINITY);
     CHECK(pick.first_usable == 1);
     CHECK(pick.first_inflight == 3);
+    CHECK(pick.inflight == 3);
     CHECK(p.calls == 1);
 
     /* at the threshold: the second distinct server of the walk */
@@ -595,6 +596,7 @@ test_pick(void)
     CHECK(pa_ring_pick(&ta.ring, key, 4, probe, &p, seen, &pick) == 0);
     CHECK(pick.server == order[2]);
     CHECK(pick.route == PA_ROUTE_SPILL);
+    CHECK(pick.inflight == 3);
     CHECK(p.calls == 3);
 
     /* the first choice unusable */
@@ -634,6 +636,9 @@ test_pick(void)
     CHECK(pick.server == order[1]);
     CHECK(pick.route == PA_ROUTE_SPILL);
     CHECK(pick.first_inflight == 6);
+
+    /* the fallback: the caller sees it is at or above the threshold */
+    CHECK(pick.inflight == 5);
     CHECK(p.calls == 5);
 
     for (i = 0; i < 5; i++) {
@@ -860,6 +865,7 @@ test_least_loaded(void)
     CHECK(pa_least_loaded(4, 0, NULL, NULL, probe, &p, &pick) == 0);
     CHECK(pick.server == 1);
     CHECK(pick.route == PA_ROUTE_NO_KEY);
+    CHECK(pick.inflight == 1);
     CHECK(p.calls == 4);
 
     for (i = 0; i < 4; i++) {
