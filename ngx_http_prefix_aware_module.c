@@ -23,8 +23,6 @@ static ngx_int_t ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc,
     void *data);
 static void ngx_http_prefix_aware_free_peer(ngx_peer_connection_t *pc,
     void *data, ngx_uint_t state);
-static int ngx_http_prefix_aware_probe(void *ctx, uint32_t server,
-    uint64_t *inflight);
 static ngx_int_t ngx_http_prefix_aware_reserve(
     ngx_http_prefix_aware_shm_server_t *s, ngx_uint_t threshold);
 static void ngx_http_prefix_aware_count(ngx_http_prefix_aware_peer_data_t *pd,
@@ -258,6 +256,14 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     pacf->nservers = n;
     pacf->upstream = us;
 
+    if (pacf->index_size) {
+        pacf->max_blocks = ngx_max(pacf->length / pacf->block, 1);
+
+        if (ngx_http_prefix_aware_index_add(cf, pacf) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+
     pamcf = ngx_http_conf_get_module_main_conf(cf,
                                                ngx_http_prefix_aware_module);
 
@@ -397,7 +403,11 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
 
     for (walks = 0; /* void */ ; walks++) {
 
-        if (pd->keyed) {
+        if (pd->nblocks) {
+            rc = (ngx_http_prefix_aware_index_choose(pd, &pick) == NGX_OK)
+                 ? 0 : -1;
+
+        } else if (pd->keyed) {
             rc = pa_ring_pick(&pacf->ring, pd->hash, pacf->threshold,
                               ngx_http_prefix_aware_probe, pd, pd->seen,
                               &pick);
@@ -477,6 +487,10 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
 
     ngx_http_prefix_aware_count(pd, &pick);
 
+    if (pd->nblocks) {
+        ngx_http_prefix_aware_index_record(pd, pick.server);
+    }
+
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, pc->log, 0,
                    "prefix_aware peer: \"%V\" route:%s hash:%016uxL "
                    "first in flight:%uL threshold:%ui",
@@ -488,7 +502,7 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
 }
 
 
-static int
+int
 ngx_http_prefix_aware_probe(void *ctx, uint32_t server, uint64_t *inflight)
 {
     ngx_http_prefix_aware_peer_data_t  *pd = ctx;
@@ -621,6 +635,18 @@ ngx_http_prefix_aware_free_peer(ngx_peer_connection_t *pc, void *data,
             ngx_atomic_fetch_add(pd->count, -1);
             pd->count = NULL;
         }
+
+        if (pd->cost) {
+            ngx_atomic_fetch_add(&s->work, - (ngx_atomic_int_t) pd->cost);
+
+            if (pd->wcount) {
+                ngx_atomic_fetch_add(pd->wcount,
+                                     - (ngx_atomic_int_t) pd->cost);
+                pd->wcount = NULL;
+            }
+
+            pd->cost = 0;
+        }
     }
 
     ngx_http_upstream_free_round_robin_peer(pc, data, state);
@@ -696,6 +722,8 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_http_prefix_aware_srv_conf_t  *pacf = conf;
 
     char                            *rv;
+    off_t                            size;
+    ngx_int_t                        n;
     ngx_str_t                       *value, s;
     ngx_uint_t                       i;
     ngx_http_upstream_server_t      *server;
@@ -708,6 +736,11 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->length = 4096;
     pacf->threshold = 10;
     pacf->format = NGX_HTTP_PREFIX_AWARE_FORMAT_AUTO;
+    pacf->index_size = 0;
+    pacf->block = 128;
+    pacf->balance = 125;
+    pacf->capacity = 262144;
+    pacf->cold = PA_COLD_RING;
 
     value = cf->args->elts;
 
@@ -757,9 +790,99 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
+        if (ngx_strncmp(value[i].data, "index=", 6) == 0) {
+            s.data = value[i].data + 6;
+            s.len = value[i].len - 6;
+
+            if (s.len == 3 && ngx_strncmp(s.data, "off", 3) == 0) {
+                pacf->index_size = 0;
+                continue;
+            }
+
+            size = ngx_parse_offset(&s);
+
+            if (size == NGX_ERROR || size < 256 * 1024
+                || size > 4096 * 1024 * 1024LL)
+            {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid \"index\" value \"%V\" in "
+                                   "\"prefix_aware\", it must be \"off\" "
+                                   "or a size from 256k to 4g", &s);
+                return NGX_CONF_ERROR;
+            }
+
+            pacf->index_size = (size_t) size;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "block=", 6) == 0) {
+            rv = ngx_http_prefix_aware_number(cf, &value[i], 6, 16, 4096,
+                                              &pacf->block);
+            if (rv != NGX_CONF_OK) {
+                return rv;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "capacity=", 9) == 0) {
+            rv = ngx_http_prefix_aware_number(cf, &value[i], 9, 1024,
+                                              100000000, &pacf->capacity);
+            if (rv != NGX_CONF_OK) {
+                return rv;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "balance=", 8) == 0) {
+            s.data = value[i].data + 8;
+            s.len = value[i].len - 8;
+
+            if (s.len == 3 && ngx_strncmp(s.data, "off", 3) == 0) {
+                pacf->balance = 0;
+                continue;
+            }
+
+            n = ngx_atofp(s.data, s.len, 2);
+
+            if (n == NGX_ERROR || n < 100 || n > 1000) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid \"balance\" value \"%V\" in "
+                                   "\"prefix_aware\", it must be \"off\" "
+                                   "or a number from 1.00 to 10.00", &s);
+                return NGX_CONF_ERROR;
+            }
+
+            pacf->balance = (ngx_uint_t) n;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "cold=", 5) == 0) {
+            s.data = value[i].data + 5;
+            s.len = value[i].len - 5;
+
+            if (s.len == 4 && ngx_strncmp(s.data, "ring", 4) == 0) {
+                pacf->cold = PA_COLD_RING;
+
+            } else if (s.len == 5 && ngx_strncmp(s.data, "least", 5) == 0) {
+                pacf->cold = PA_COLD_LEAST;
+
+            } else {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid \"cold\" value \"%V\" in "
+                                   "\"prefix_aware\", it must be \"ring\" "
+                                   "or \"least\"", &s);
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid parameter \"%V\" in \"prefix_aware\", "
-                           "it takes length=, threshold= and format=",
+                           "it takes length=, threshold=, format=, index=, "
+                           "block=, capacity=, balance= and cold=",
                            &value[i]);
         return NGX_CONF_ERROR;
     }

@@ -19,6 +19,9 @@
 #include "pa_key.h"
 #include "pa_ring.h"
 #include "pa_openai.h"
+#include "pa_block.h"
+#include "pa_index.h"
+#include "pa_choose.h"
 
 
 #define NGX_HTTP_PREFIX_AWARE_FORMAT_AUTO     0
@@ -41,6 +44,13 @@
 /* the ring has 160 points per unit of weight: bound what it may cost */
 #define NGX_HTTP_PREFIX_AWARE_MAX_WEIGHT      100
 #define NGX_HTTP_PREFIX_AWARE_MAX_POINTS      4194304
+
+/* routing v2: servers kept per block in the index, decode share of work */
+#define NGX_HTTP_PREFIX_AWARE_HOLDERS         4
+#define NGX_HTTP_PREFIX_AWARE_DECODE          512
+
+/* matched depth, in blocks: 0, 1, 2, 4, ... 512, +inf */
+#define NGX_HTTP_PREFIX_AWARE_DEPTHS          12
 
 /* in flight at the first choice: 0, 1, 2, 4, ... 1024, +inf */
 #define NGX_HTTP_PREFIX_AWARE_HIST            13
@@ -81,6 +91,7 @@ typedef struct ngx_http_prefix_aware_shm_worker_s
 
 struct ngx_http_prefix_aware_shm_server_s {
     ngx_atomic_t                           inflight;
+    ngx_atomic_t                           work;      /* routing v2 */
     ngx_atomic_t                           requests;
     ngx_atomic_t                           route[PA_ROUTE_NO_KEY + 1];
     ngx_uint_t                             refs;      /* configurations */
@@ -92,6 +103,8 @@ struct ngx_http_prefix_aware_shm_server_s {
 struct ngx_http_prefix_aware_shm_upstream_s {
     ngx_atomic_t                           counter[NGX_HTTP_PA_UP_NCOUNTERS];
     ngx_atomic_t                           hist[NGX_HTTP_PREFIX_AWARE_HIST];
+    ngx_atomic_t                           placed[PA_CHOICE_LEAST + 1];
+    ngx_atomic_t                           depth[NGX_HTTP_PREFIX_AWARE_DEPTHS];
     ngx_uint_t                             refs;      /* configurations */
     ngx_http_prefix_aware_shm_server_t    *servers;
     ngx_http_prefix_aware_shm_upstream_t  *next;
@@ -128,6 +141,7 @@ struct ngx_http_prefix_aware_shm_worker_s {
     ngx_http_prefix_aware_shm_conf_t      *conf;
     ngx_http_prefix_aware_shm_worker_t    *next;
     ngx_atomic_t                          *count;
+    ngx_atomic_t                          *work;
 };
 
 
@@ -172,11 +186,33 @@ typedef struct {
 
     /* this worker's counts of the servers, in its zone record */
     ngx_atomic_t                          *counts;
+    ngx_atomic_t                          *works;
 
     /* the place of the first server in the configuration's record */
     ngx_uint_t                             base;
 
     ngx_http_upstream_srv_conf_t          *upstream;
+
+    /* routing v2, index=: 0 is off */
+    size_t                                 index_size;
+    ngx_uint_t                             block;
+    ngx_uint_t                             max_blocks;
+    ngx_uint_t                             balance;   /* F x 100, 0: off */
+    ngx_uint_t                             capacity;  /* tokens a server */
+    pa_cold_e                              cold;
+    ngx_shm_zone_t                        *index_zone;
+    pa_index_t                             index;
+
+    /* each server's id in the index and the hash of its name */
+    uint32_t                              *id;
+    uint64_t                              *id_hash;
+
+    /* per process: index id to ring index + 1, and scratch of a choice */
+    uint32_t                              *ring_of;
+    uint32_t                              *depth_id;
+    uint32_t                              *found_id;
+    uint32_t                              *depth;
+    uint32_t                              *found;
 } ngx_http_prefix_aware_srv_conf_t;
 
 
@@ -202,11 +238,21 @@ typedef struct {
     ngx_http_prefix_aware_srv_conf_t      *conf;
     ngx_http_prefix_aware_shm_server_t    *held;
     ngx_atomic_t                          *count;
+    ngx_atomic_t                          *wcount;
     u_char                                *seen;
     uint64_t                               hash;
     time_t                                 now;
     ngx_uint_t                             tries;
     pa_route_e                             route;
+
+    /* routing v2: the block keys, and the work counted on the server */
+    uint64_t                              *blocks;
+    uint64_t                               ring_key;
+    uint64_t                               units;
+    uint64_t                               cost;
+    uint32_t                               nblocks;
+    uint32_t                               depth;
+    pa_choice_e                            choice;
 
     unsigned                               source:2;
     unsigned                               keyed:1;
@@ -246,6 +292,18 @@ ngx_int_t ngx_http_prefix_aware_reject(ngx_http_request_t *r,
     ngx_str_t *reason);
 ngx_table_elt_t *ngx_http_prefix_aware_header(ngx_http_request_t *r,
     ngx_str_t *name, ngx_uint_t *n);
+
+/* ngx_http_prefix_aware_index.c */
+ngx_int_t ngx_http_prefix_aware_index_add(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf);
+ngx_int_t ngx_http_prefix_aware_index_choose(
+    ngx_http_prefix_aware_peer_data_t *pd, pa_pick_t *pick);
+void ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
+    ngx_uint_t server);
+
+/* ngx_http_prefix_aware_module.c */
+int ngx_http_prefix_aware_probe(void *ctx, uint32_t server,
+    uint64_t *inflight);
 
 /* ngx_http_prefix_aware_zone.c */
 ngx_int_t ngx_http_prefix_aware_zone_add(ngx_conf_t *cf,

@@ -15,11 +15,18 @@ typedef ngx_int_t (*ngx_http_prefix_aware_feed_pt)(void *data, u_char *p,
     size_t n);
 
 
+/* the raw-byte key and, with index=, the block keys of the same bytes */
+typedef struct {
+    pa_body_key_t                       key;
+    pa_blocks_t                        *blocks;
+} ngx_http_prefix_aware_raw_t;
+
+
 static ngx_int_t ngx_http_prefix_aware_find_id(ngx_http_request_t *r,
     ngx_str_t *id, ngx_str_t *reason);
 static ngx_int_t ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd, ngx_pool_t *pool,
-    ngx_uint_t format, u_char *pck, size_t *pck_len);
+    ngx_uint_t format, ngx_str_t *id, u_char *pck, size_t *pck_len);
 static ngx_int_t ngx_http_prefix_aware_body(ngx_http_request_t *r,
     ngx_pool_t *pool, ngx_http_prefix_aware_feed_pt feed, void *data,
     size_t chunk);
@@ -27,6 +34,8 @@ static ngx_int_t ngx_http_prefix_aware_feed_bytes(void *data, u_char *p,
     size_t n);
 static ngx_int_t ngx_http_prefix_aware_feed_openai(void *data, u_char *p,
     size_t n);
+static void ngx_http_prefix_aware_feed_text(void *ctx,
+    const unsigned char *p, size_t n);
 static void *ngx_http_prefix_aware_alloc(void *ctx, size_t size);
 
 
@@ -103,7 +112,7 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
             return NGX_ERROR;
         }
 
-        rc = ngx_http_prefix_aware_key_body(r, pd, pool, format, pck,
+        rc = ngx_http_prefix_aware_key_body(r, pd, pool, format, &id, pck,
                                             idlen ? NULL : &idlen);
 
         ngx_destroy_pool(pool);
@@ -128,6 +137,9 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
 
     pd->id = idlen ? 1 : 0;
 
+    /* a new family of prompts is placed by its first block */
+    pd->ring_key = pd->nblocks ? pd->blocks[0] : pd->hash;
+
     return NGX_OK;
 }
 
@@ -135,21 +147,38 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
 /*
  * the key of a buffered body, OpenAI JSON or raw bytes; a valid
  * prompt_cache_key is copied to "pck" and its length set in "*pck_len"
- * if "pck_len" is not NULL (no id header)
+ * if "pck_len" is not NULL (no id header).  With index=, the chained
+ * block keys of the same text too, seeded with the model, cache_salt and
+ * the tenant id "id" (or the prompt_cache_key)
  */
 
 static ngx_int_t
 ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd, ngx_pool_t *pool,
-    ngx_uint_t format, u_char *pck, size_t *pck_len)
+    ngx_uint_t format, ngx_str_t *id, u_char *pck, size_t *pck_len)
 {
+    size_t                              len;
+    u_char                             *idp;
+    uint64_t                            seed;
     pa_oai_t                           *x;
     pa_alloc_t                          alloc;
-    pa_body_key_t                       bk;
+    pa_blocks_t                        *b;
     pa_oai_result_t                     res;
+    ngx_http_prefix_aware_raw_t         raw;
     ngx_http_prefix_aware_srv_conf_t   *pacf;
 
     pacf = pd->conf;
+    b = NULL;
+    seed = 0;
+
+    if (pacf->index_size) {
+        b = ngx_palloc(pool, sizeof(pa_blocks_t));
+        pd->blocks = ngx_palloc(r->pool, pacf->max_blocks * sizeof(uint64_t));
+
+        if (b == NULL || pd->blocks == NULL) {
+            return NGX_ERROR;
+        }
+    }
 
     if (format == NGX_HTTP_PREFIX_AWARE_FORMAT_OPENAI) {
 
@@ -159,6 +188,12 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
         x = pa_oai_create(&alloc, pacf->length, 0);
         if (x == NULL) {
             return NGX_ERROR;
+        }
+
+        if (b) {
+            (void) pa_blocks_init(b, 1, (uint32_t) pacf->block,
+                                  (uint32_t) pacf->max_blocks, pd->blocks);
+            pa_oai_text_hook(x, ngx_http_prefix_aware_feed_text, b);
         }
 
         if (ngx_http_prefix_aware_body(r, pool,
@@ -195,12 +230,13 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
 
             pd->hash = res.hash;
             pd->source = NGX_HTTP_PREFIX_AWARE_SOURCE_OPENAI;
+            seed = res.meta;
 
             ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                            "prefix_aware openai: %uz characters, "
                            "%uz bytes scanned", res.chars, res.scanned);
 
-            return NGX_OK;
+            goto blocks;
         }
 
         ngx_atomic_fetch_add(&pacf->shm->counter[NGX_HTTP_PA_UP_FALLBACK], 1);
@@ -211,19 +247,48 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
                       pa_oai_status_name(res.status));
     }
 
-    pa_body_key_init(&bk, pacf->length);
+    pa_body_key_init(&raw.key, pacf->length);
+    raw.blocks = b;
+
+    if (b) {
+        (void) pa_blocks_init(b, 0, (uint32_t) pacf->block,
+                              (uint32_t) pacf->max_blocks, pd->blocks);
+    }
 
     if (ngx_http_prefix_aware_body(r, pool, ngx_http_prefix_aware_feed_bytes,
-                                   &bk, pacf->length)
+                                   &raw, pacf->length)
         != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    if (bk.total) {
-        pd->hash = pa_body_key_digest(&bk);
+    if (raw.key.total) {
+        pd->hash = pa_body_key_digest(&raw.key);
         pd->source = NGX_HTTP_PREFIX_AWARE_SOURCE_BODY;
     }
+
+blocks:
+
+    if (b == NULL || pd->source == NGX_HTTP_PREFIX_AWARE_SOURCE_NONE) {
+        return NGX_OK;
+    }
+
+    /* the tenant id: the header's, else a valid prompt_cache_key */
+
+    idp = id->data;
+    len = id->len;
+
+    if (len == 0 && pck_len && *pck_len) {
+        idp = pck;
+        len = *pck_len;
+    }
+
+    if (len) {
+        seed = XXH3_64bits_withSeed(idp, len, seed);
+    }
+
+    pd->nblocks = pa_blocks_finish(b, seed);
+    pd->units = ngx_min(b->units, (uint64_t) pacf->length);
 
     return NGX_OK;
 }
@@ -391,7 +456,24 @@ ngx_http_prefix_aware_body(ngx_http_request_t *r, ngx_pool_t *pool,
 static ngx_int_t
 ngx_http_prefix_aware_feed_bytes(void *data, u_char *p, size_t n)
 {
-    return pa_body_key_feed(data, p, n) ? NGX_OK : NGX_DONE;
+    ngx_http_prefix_aware_raw_t  *raw = data;
+
+    size_t  left;
+
+    left = raw->key.left;
+
+    if (raw->blocks) {
+        (void) pa_blocks_feed(raw->blocks, p, ngx_min(n, left));
+    }
+
+    return pa_body_key_feed(&raw->key, p, n) ? NGX_OK : NGX_DONE;
+}
+
+
+static void
+ngx_http_prefix_aware_feed_text(void *ctx, const unsigned char *p, size_t n)
+{
+    (void) pa_blocks_feed(ctx, p, n);
 }
 
 

@@ -50,6 +50,11 @@ static void ngx_http_prefix_aware_json(
     ngx_http_prefix_aware_writer_t *w);
 static void ngx_http_prefix_aware_json_servers(
     ngx_http_prefix_aware_srv_conf_t *c, ngx_http_prefix_aware_writer_t *w);
+static void ngx_http_prefix_aware_json_index(
+    ngx_http_prefix_aware_srv_conf_t *c, ngx_http_prefix_aware_writer_t *w);
+static void ngx_http_prefix_aware_prometheus_index(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w);
 
 
 static ngx_http_prefix_aware_metric_t  ngx_http_prefix_aware_up_metrics[] = {
@@ -487,6 +492,8 @@ ngx_http_prefix_aware_prometheus(ngx_http_prefix_aware_main_conf_t *pamcf,
             up, sup->counter[NGX_HTTP_PA_UP_HIST_SUM], up, cum);
     }
 
+    ngx_http_prefix_aware_prometheus_index(pamcf, label, w);
+
     ngx_http_prefix_aware_family(w, "server_weight", "gauge",
         "Configured weight of a server.");
 
@@ -628,9 +635,14 @@ ngx_http_prefix_aware_json(ngx_http_prefix_aware_main_conf_t *pamcf,
         }
 
         ngx_http_prefix_aware_printf(w, ", \"+Inf\" ],\n"
-                                        "        \"sum\": %uA\n      },\n"
-                                        "      \"servers\": [",
+                                        "        \"sum\": %uA\n      },\n",
                                      up->counter[NGX_HTTP_PA_UP_HIST_SUM]);
+
+        if (c->index_size) {
+            ngx_http_prefix_aware_json_index(c, w);
+        }
+
+        ngx_http_prefix_aware_printf(w, "      \"servers\": [");
 
         ngx_http_prefix_aware_json_servers(c, w);
 
@@ -638,6 +650,162 @@ ngx_http_prefix_aware_json(ngx_http_prefix_aware_main_conf_t *pamcf,
     }
 
     ngx_http_prefix_aware_printf(w, "\n  }\n}\n");
+}
+
+
+/* routing v2: how requests were placed, how deep they matched, the index */
+
+static void
+ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
+    ngx_http_prefix_aware_writer_t *w)
+{
+    ngx_uint_t                             k;
+    pa_index_stats_t                       st;
+    ngx_http_prefix_aware_shm_upstream_t  *up;
+
+    up = c->shm;
+
+    pa_index_stats(&c->index, &st);
+
+    ngx_http_prefix_aware_printf(w,
+        "      \"index\": {\n"
+        "        \"block\": %ui, \"balance\": %ui.%02ui, "
+        "\"capacity\": %ui, \"cold\": \"%s\",\n"
+        "        \"entries\": %uL, \"used\": %uL, \"evictions\": %uL, "
+        "\"recorded\": %uL,\n"
+        "        \"placed\": { \"match\": %uA, \"cold\": %uA, "
+        "\"spill\": %uA, \"least\": %uA },\n"
+        "        \"depth\": { \"buckets\": [",
+        c->block, c->balance / 100, c->balance % 100, c->capacity,
+        c->cold == PA_COLD_RING ? "ring" : "least",
+        st.capacity, st.entries_used, st.evictions, st.recorded,
+        up->placed[PA_CHOICE_MATCH], up->placed[PA_CHOICE_COLD],
+        up->placed[PA_CHOICE_SPILL], up->placed[PA_CHOICE_LEAST]);
+
+    for (k = 0; k < NGX_HTTP_PREFIX_AWARE_DEPTHS; k++) {
+        ngx_http_prefix_aware_printf(w, "%s%uA", k ? ", " : " ",
+                                     up->depth[k]);
+    }
+
+    ngx_http_prefix_aware_printf(w, " ],\n                   \"le\": [");
+
+    for (k = 0; k < NGX_HTTP_PREFIX_AWARE_DEPTHS - 1; k++) {
+        ngx_http_prefix_aware_printf(w, "%s%ui", k ? ", " : " ",
+                                     k ? (ngx_uint_t) 1 << (k - 1) : 0);
+    }
+
+    ngx_http_prefix_aware_printf(w, ", \"+Inf\" ] }\n      },\n");
+}
+
+
+static void
+ngx_http_prefix_aware_prometheus_index(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w)
+{
+    ngx_uint_t                             i, k, nup, any;
+    ngx_str_t                             *up;
+    pa_index_stats_t                       st;
+    ngx_atomic_uint_t                      cum;
+    ngx_http_prefix_aware_srv_conf_t     **pacf;
+    ngx_http_prefix_aware_shm_upstream_t  *sup;
+
+    static const char  *how[] = { "none", "match", "cold", "spill", "least" };
+
+    pacf = pamcf->upstreams.elts;
+    nup = pamcf->upstreams.nelts;
+    any = 0;
+
+    for (i = 0; i < nup; i++) {
+        any |= pacf[i]->index_size ? 1 : 0;
+    }
+
+    if (!any) {
+        return;
+    }
+
+    ngx_http_prefix_aware_family(w, "placed_total", "counter",
+        "Requests by how routing v2 placed them: deepest match, cold, "
+        "spilled from a match over a bound, least work.");
+
+    for (i = 0; i < nup; i++) {
+        if (pacf[i]->index_size == 0) {
+            continue;
+        }
+
+        for (k = PA_CHOICE_MATCH; k <= PA_CHOICE_LEAST; k++) {
+            ngx_http_prefix_aware_printf(w,
+                "nginx_prefix_aware_placed_total"
+                "{upstream=\"%V\",how=\"%s\"} %uA\n",
+                &label[i][0], how[k], pacf[i]->shm->placed[k]);
+        }
+    }
+
+    ngx_http_prefix_aware_family(w, "matched_depth", "histogram",
+        "Blocks of a request's prefix the chosen server held.");
+
+    for (i = 0; i < nup; i++) {
+        if (pacf[i]->index_size == 0) {
+            continue;
+        }
+
+        sup = pacf[i]->shm;
+        up = &label[i][0];
+        cum = 0;
+
+        for (k = 0; k < NGX_HTTP_PREFIX_AWARE_DEPTHS; k++) {
+            cum += sup->depth[k];
+
+            if (k == NGX_HTTP_PREFIX_AWARE_DEPTHS - 1) {
+                ngx_http_prefix_aware_printf(w,
+                    "nginx_prefix_aware_matched_depth_bucket"
+                    "{upstream=\"%V\",le=\"+Inf\"} %uA\n", up, cum);
+
+            } else {
+                ngx_http_prefix_aware_printf(w,
+                    "nginx_prefix_aware_matched_depth_bucket"
+                    "{upstream=\"%V\",le=\"%ui\"} %uA\n",
+                    up, k ? (ngx_uint_t) 1 << (k - 1) : 0, cum);
+            }
+        }
+
+        ngx_http_prefix_aware_printf(w,
+            "nginx_prefix_aware_matched_depth_count{upstream=\"%V\"} %uA\n",
+            up, cum);
+    }
+
+    ngx_http_prefix_aware_family(w, "index_entries", "gauge",
+        "Block hashes the prefix index can hold, and holds (state).");
+
+    for (i = 0; i < nup; i++) {
+        if (pacf[i]->index_size == 0) {
+            continue;
+        }
+
+        pa_index_stats(&pacf[i]->index, &st);
+
+        ngx_http_prefix_aware_printf(w,
+            "nginx_prefix_aware_index_entries"
+            "{upstream=\"%V\",state=\"capacity\"} %uL\n"
+            "nginx_prefix_aware_index_entries"
+            "{upstream=\"%V\",state=\"used\"} %uL\n",
+            &label[i][0], st.capacity, &label[i][0], st.entries_used);
+    }
+
+    ngx_http_prefix_aware_family(w, "index_evictions_total", "counter",
+        "Index entries with a valid holder pushed out for room.");
+
+    for (i = 0; i < nup; i++) {
+        if (pacf[i]->index_size == 0) {
+            continue;
+        }
+
+        pa_index_stats(&pacf[i]->index, &st);
+
+        ngx_http_prefix_aware_printf(w,
+            "nginx_prefix_aware_index_evictions_total"
+            "{upstream=\"%V\"} %uL\n", &label[i][0], st.evictions);
+    }
 }
 
 

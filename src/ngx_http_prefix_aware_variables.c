@@ -3,7 +3,7 @@
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
  * Variables for access logs: $prefix_aware_hash, $prefix_aware_route,
- * $prefix_aware_source.
+ * $prefix_aware_source, $prefix_aware_depth.
  */
 
 
@@ -24,6 +24,9 @@ static ngx_http_variable_t  ngx_http_prefix_aware_vars[] = {
 
     { ngx_string("prefix_aware_source"), NULL, ngx_http_prefix_aware_variable,
       2, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("prefix_aware_depth"), NULL, ngx_http_prefix_aware_variable,
+      3, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -83,6 +86,22 @@ ngx_http_prefix_aware_variable(ngx_http_request_t *r,
         s = pa_route_name(pd->route);
         v->len = ngx_strlen(s);
         v->data = (u_char *) s;
+        return NGX_OK;
+
+    case 3:
+        if (pd->nblocks == 0 || pd->route == PA_ROUTE_NONE) {
+            v->len = 0;
+            v->data = (u_char *) "";
+            return NGX_OK;
+        }
+
+        p = ngx_pnalloc(r->pool, NGX_INT32_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        v->len = ngx_sprintf(p, "%uD", pd->depth) - p;
+        v->data = p;
         return NGX_OK;
 
     default: /* 2 */

@@ -487,6 +487,13 @@ ngx_http_prefix_aware_reap(ngx_slab_pool_t *shpool,
             ngx_atomic_fetch_add(&w->conf->server[i]->inflight,
                                  - (ngx_atomic_int_t) n);
         }
+
+        n = w->work[i];
+
+        if (n) {
+            ngx_atomic_fetch_add(&w->conf->server[i]->work,
+                                 - (ngx_atomic_int_t) n);
+        }
     }
 
     *pw = w->next;
@@ -606,7 +613,7 @@ ngx_http_prefix_aware_attach(ngx_cycle_t *cycle,
 
     w = ngx_slab_calloc_locked(shpool,
                                sizeof(ngx_http_prefix_aware_shm_worker_t)
-                               + pamcf->nservers * sizeof(ngx_atomic_t));
+                               + 2 * pamcf->nservers * sizeof(ngx_atomic_t));
 
     if (w == NULL) {
         /* nothing tells when this process is gone: keep its records */
@@ -617,6 +624,7 @@ ngx_http_prefix_aware_attach(ngx_cycle_t *cycle,
         w->nservers = pamcf->nservers;
         w->conf = conf;
         w->count = (ngx_atomic_t *) (w + 1);
+        w->work = w->count + pamcf->nservers;
 
         w->next = sh->workers;
         sh->workers = w;
@@ -624,6 +632,7 @@ ngx_http_prefix_aware_attach(ngx_cycle_t *cycle,
 
         for (i = 0; i < pamcf->upstreams.nelts; i++) {
             pacf[i]->counts = w->count + pacf[i]->base;
+            pacf[i]->works = w->work + pacf[i]->base;
         }
     }
 

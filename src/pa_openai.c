@@ -438,6 +438,7 @@ pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res)
     v[3] = (uint64_t) x->model_str | ((uint64_t) x->salt_str << 1);
 
     res->hash = XXH3_64bits(v, sizeof(v));
+    res->meta = XXH3_64bits(&v[1], 3 * sizeof(uint64_t));
     res->chars = x->chars;
 
     res->has_pck = x->has_pck;

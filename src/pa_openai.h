@@ -55,6 +55,7 @@ typedef enum {
 typedef struct {
     pa_oai_status_e  status;
     uint64_t         hash;          /* text + model + cache_salt */
+    uint64_t         meta;          /* model + cache_salt alone */
     size_t           chars;         /* characters of text hashed */
     size_t           scanned;       /* body bytes given to the parser */
 

@@ -152,7 +152,7 @@ invalid "format" value "xml" in "prefix_aware", it must be "auto", "body" or "op
 GET /t
 --- must_die
 --- error_log
-invalid parameter "lenght=4096" in "prefix_aware", it takes length=, threshold= and format=
+invalid parameter "lenght=4096" in "prefix_aware", it takes length=, threshold=, format=, index=, block=, capacity=, balance= and cold=
 
 
 
@@ -461,6 +461,132 @@ prefix_aware: duplicate server "127.3.7.1:1985" in upstream "up", use "weight=" 
 . "    server 127.0.0.1:1985;\n}\n"
 --- config
     location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- response_body
+b1
+--- no_error_log
+[error]
+
+
+=== TEST 25: index=100k is below the range
+--- http_config
+    upstream up {
+        prefix_aware index=100k;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "index" value "100k" in "prefix_aware", it must be "off" or a size from 256k to 4g
+
+
+=== TEST 26: index=abc is not a size
+--- http_config
+    upstream up {
+        prefix_aware index=abc;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "index" value "abc" in "prefix_aware", it must be "off" or a size from 256k to 4g
+
+
+=== TEST 27: balance=0.5 is below the range
+--- http_config
+    upstream up {
+        prefix_aware index=1m balance=0.5;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "balance" value "0.5" in "prefix_aware", it must be "off" or a number from 1.00 to 10.00
+
+
+=== TEST 28: balance=11 is above the range
+--- http_config
+    upstream up {
+        prefix_aware index=1m balance=11;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "balance" value "11" in "prefix_aware", it must be "off" or a number from 1.00 to 10.00
+
+
+=== TEST 29: block=8 is below the range
+--- http_config
+    upstream up {
+        prefix_aware index=1m block=8;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "block" value "8" in "prefix_aware", it must be a number from 16 to 4096
+
+
+=== TEST 30: capacity=10 is below the range
+--- http_config
+    upstream up {
+        prefix_aware index=1m capacity=10;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "capacity" value "10" in "prefix_aware", it must be a number from 1024 to 100000000
+
+
+=== TEST 31: cold=far is not a placement
+--- http_config
+    upstream up {
+        prefix_aware index=1m cold=far;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "cold" value "far" in "prefix_aware", it must be "ring" or "least"
+
+
+=== TEST 32: every routing v2 parameter at once is accepted, and index=off
+--- http_config
+    upstream up {
+        prefix_aware length=1024 index=256k block=16 capacity=1024 balance=1.5 cold=least;
+        server 127.0.0.1:1985;
+    }
+    upstream off {
+        prefix_aware index=off balance=off;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+    location /o { proxy_pass http://off; }
 --- request
 GET /t
 --- response_body
