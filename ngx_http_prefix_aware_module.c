@@ -35,8 +35,6 @@ static char *ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_prefix_aware_status(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
-static char *ngx_http_prefix_aware_number(ngx_conf_t *cf, ngx_str_t *value,
-    size_t skip, ngx_uint_t min, ngx_uint_t max, ngx_uint_t *n);
 
 
 static ngx_command_t  ngx_http_prefix_aware_commands[] = {
@@ -722,8 +720,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_http_prefix_aware_srv_conf_t  *pacf = conf;
 
     char                            *rv;
-    off_t                            size;
-    ngx_int_t                        n;
+    ngx_int_t                        rc;
     ngx_str_t                       *value, s;
     ngx_uint_t                       i;
     ngx_http_upstream_server_t      *server;
@@ -790,93 +787,14 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
-        if (ngx_strncmp(value[i].data, "index=", 6) == 0) {
-            s.data = value[i].data + 6;
-            s.len = value[i].len - 6;
+        rc = ngx_http_prefix_aware_index_param(cf, pacf, &value[i]);
 
-            if (s.len == 3 && ngx_strncmp(s.data, "off", 3) == 0) {
-                pacf->index_size = 0;
-                continue;
-            }
-
-            size = ngx_parse_offset(&s);
-
-            if (size == NGX_ERROR || size < 256 * 1024
-                || size > 4096 * 1024 * 1024LL)
-            {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid \"index\" value \"%V\" in "
-                                   "\"prefix_aware\", it must be \"off\" "
-                                   "or a size from 256k to 4g", &s);
-                return NGX_CONF_ERROR;
-            }
-
-            pacf->index_size = (size_t) size;
+        if (rc == NGX_OK) {
             continue;
         }
 
-        if (ngx_strncmp(value[i].data, "block=", 6) == 0) {
-            rv = ngx_http_prefix_aware_number(cf, &value[i], 6, 16, 4096,
-                                              &pacf->block);
-            if (rv != NGX_CONF_OK) {
-                return rv;
-            }
-
-            continue;
-        }
-
-        if (ngx_strncmp(value[i].data, "capacity=", 9) == 0) {
-            rv = ngx_http_prefix_aware_number(cf, &value[i], 9, 1024,
-                                              100000000, &pacf->capacity);
-            if (rv != NGX_CONF_OK) {
-                return rv;
-            }
-
-            continue;
-        }
-
-        if (ngx_strncmp(value[i].data, "balance=", 8) == 0) {
-            s.data = value[i].data + 8;
-            s.len = value[i].len - 8;
-
-            if (s.len == 3 && ngx_strncmp(s.data, "off", 3) == 0) {
-                pacf->balance = 0;
-                continue;
-            }
-
-            n = ngx_atofp(s.data, s.len, 2);
-
-            if (n == NGX_ERROR || n < 100 || n > 1000) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid \"balance\" value \"%V\" in "
-                                   "\"prefix_aware\", it must be \"off\" "
-                                   "or a number from 1.00 to 10.00", &s);
-                return NGX_CONF_ERROR;
-            }
-
-            pacf->balance = (ngx_uint_t) n;
-            continue;
-        }
-
-        if (ngx_strncmp(value[i].data, "cold=", 5) == 0) {
-            s.data = value[i].data + 5;
-            s.len = value[i].len - 5;
-
-            if (s.len == 4 && ngx_strncmp(s.data, "ring", 4) == 0) {
-                pacf->cold = PA_COLD_RING;
-
-            } else if (s.len == 5 && ngx_strncmp(s.data, "least", 5) == 0) {
-                pacf->cold = PA_COLD_LEAST;
-
-            } else {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid \"cold\" value \"%V\" in "
-                                   "\"prefix_aware\", it must be \"ring\" "
-                                   "or \"least\"", &s);
-                return NGX_CONF_ERROR;
-            }
-
-            continue;
+        if (rc == NGX_ERROR) {
+            return NGX_CONF_ERROR;
         }
 
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -933,7 +851,7 @@ ngx_http_prefix_aware_status(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
-static char *
+char *
 ngx_http_prefix_aware_number(ngx_conf_t *cf, ngx_str_t *value, size_t skip,
     ngx_uint_t min, ngx_uint_t max, ngx_uint_t *n)
 {

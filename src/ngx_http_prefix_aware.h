@@ -294,6 +294,8 @@ ngx_table_elt_t *ngx_http_prefix_aware_header(ngx_http_request_t *r,
     ngx_str_t *name, ngx_uint_t *n);
 
 /* ngx_http_prefix_aware_index.c */
+ngx_int_t ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value);
 ngx_int_t ngx_http_prefix_aware_index_add(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf);
 ngx_int_t ngx_http_prefix_aware_index_choose(
@@ -302,6 +304,8 @@ void ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_uint_t server);
 
 /* ngx_http_prefix_aware_module.c */
+char *ngx_http_prefix_aware_number(ngx_conf_t *cf, ngx_str_t *value,
+    size_t skip, ngx_uint_t min, ngx_uint_t max, ngx_uint_t *n);
 int ngx_http_prefix_aware_probe(void *ctx, uint32_t server,
     uint64_t *inflight);
 

@@ -31,6 +31,110 @@ static int ngx_http_prefix_aware_index_probe(void *ctx, uint32_t server,
     pa_load_t *load);
 
 
+/* routing v2's parameters of "prefix_aware"; NGX_DECLINED: not one */
+
+ngx_int_t
+ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value)
+{
+    char       *rv;
+    off_t       size;
+    ngx_int_t   n;
+    ngx_str_t   s;
+
+    if (ngx_strncmp(value->data, "index=", 6) == 0) {
+        s.data = value->data + 6;
+        s.len = value->len - 6;
+
+        if (s.len == 3 && ngx_strncmp(s.data, "off", 3) == 0) {
+            pacf->index_size = 0;
+            return NGX_OK;
+        }
+
+        size = ngx_parse_offset(&s);
+
+        if (size == NGX_ERROR || size < 256 * 1024
+            || size > 4096 * 1024 * 1024LL)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid \"index\" value \"%V\" in "
+                               "\"prefix_aware\", it must be \"off\" "
+                               "or a size from 256k to 4g", &s);
+            return NGX_ERROR;
+        }
+
+        pacf->index_size = (size_t) size;
+        return NGX_OK;
+    }
+
+    if (ngx_strncmp(value->data, "block=", 6) == 0) {
+        rv = ngx_http_prefix_aware_number(cf, value, 6, 16, 4096,
+                                          &pacf->block);
+        if (rv != NGX_CONF_OK) {
+            return NGX_ERROR;
+        }
+
+        return NGX_OK;
+    }
+
+    if (ngx_strncmp(value->data, "capacity=", 9) == 0) {
+        rv = ngx_http_prefix_aware_number(cf, value, 9, 1024,
+                                          100000000, &pacf->capacity);
+        if (rv != NGX_CONF_OK) {
+            return NGX_ERROR;
+        }
+
+        return NGX_OK;
+    }
+
+    if (ngx_strncmp(value->data, "balance=", 8) == 0) {
+        s.data = value->data + 8;
+        s.len = value->len - 8;
+
+        if (s.len == 3 && ngx_strncmp(s.data, "off", 3) == 0) {
+            pacf->balance = 0;
+            return NGX_OK;
+        }
+
+        n = ngx_atofp(s.data, s.len, 2);
+
+        if (n == NGX_ERROR || n < 100 || n > 1000) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid \"balance\" value \"%V\" in "
+                               "\"prefix_aware\", it must be \"off\" "
+                               "or a number from 1.00 to 10.00", &s);
+            return NGX_ERROR;
+        }
+
+        pacf->balance = (ngx_uint_t) n;
+        return NGX_OK;
+    }
+
+    if (ngx_strncmp(value->data, "cold=", 5) == 0) {
+        s.data = value->data + 5;
+        s.len = value->len - 5;
+
+        if (s.len == 4 && ngx_strncmp(s.data, "ring", 4) == 0) {
+            pacf->cold = PA_COLD_RING;
+
+        } else if (s.len == 5 && ngx_strncmp(s.data, "least", 5) == 0) {
+            pacf->cold = PA_COLD_LEAST;
+
+        } else {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid \"cold\" value \"%V\" in "
+                               "\"prefix_aware\", it must be \"ring\" "
+                               "or \"least\"", &s);
+            return NGX_ERROR;
+        }
+
+        return NGX_OK;
+    }
+
+    return NGX_DECLINED;
+}
+
+
 ngx_int_t
 ngx_http_prefix_aware_index_add(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf)
