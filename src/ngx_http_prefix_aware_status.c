@@ -52,6 +52,9 @@ static void ngx_http_prefix_aware_json_servers(
     ngx_http_prefix_aware_srv_conf_t *c, ngx_http_prefix_aware_writer_t *w);
 static void ngx_http_prefix_aware_json_index(
     ngx_http_prefix_aware_srv_conf_t *c, ngx_http_prefix_aware_writer_t *w);
+static ngx_atomic_uint_t ngx_http_prefix_aware_buckets(
+    ngx_http_prefix_aware_writer_t *w, const char *name, ngx_str_t *up,
+    ngx_atomic_t *bucket, ngx_uint_t n);
 static void ngx_http_prefix_aware_prometheus_index(
     ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
     ngx_http_prefix_aware_writer_t *w);
@@ -466,23 +469,10 @@ ngx_http_prefix_aware_prometheus(ngx_http_prefix_aware_main_conf_t *pamcf,
     for (i = 0; i < nup; i++) {
         sup = pacf[i]->shm;
         up = &label[i][0];
-        cum = 0;
 
-        for (k = 0; k < NGX_HTTP_PREFIX_AWARE_HIST; k++) {
-            cum += sup->hist[k];
-
-            if (k == NGX_HTTP_PREFIX_AWARE_HIST - 1) {
-                ngx_http_prefix_aware_printf(w,
-                    "nginx_prefix_aware_first_choice_inflight_bucket"
-                    "{upstream=\"%V\",le=\"+Inf\"} %uA\n", up, cum);
-
-            } else {
-                ngx_http_prefix_aware_printf(w,
-                    "nginx_prefix_aware_first_choice_inflight_bucket"
-                    "{upstream=\"%V\",le=\"%ui\"} %uA\n",
-                    up, k ? (ngx_uint_t) 1 << (k - 1) : 0, cum);
-            }
-        }
+        cum = ngx_http_prefix_aware_buckets(w, "first_choice_inflight", up,
+                                            sup->hist,
+                                            NGX_HTTP_PREFIX_AWARE_HIST);
 
         ngx_http_prefix_aware_printf(w,
             "nginx_prefix_aware_first_choice_inflight_sum"
@@ -698,6 +688,37 @@ ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
 }
 
 
+/* a histogram's buckets, bounds 0, 1, 2, 4, ... +Inf; returns the count */
+
+static ngx_atomic_uint_t
+ngx_http_prefix_aware_buckets(ngx_http_prefix_aware_writer_t *w,
+    const char *name, ngx_str_t *up, ngx_atomic_t *bucket, ngx_uint_t n)
+{
+    ngx_uint_t         k;
+    ngx_atomic_uint_t  cum;
+
+    cum = 0;
+
+    for (k = 0; k < n; k++) {
+        cum += bucket[k];
+
+        if (k == n - 1) {
+            ngx_http_prefix_aware_printf(w,
+                "nginx_prefix_aware_%s_bucket"
+                "{upstream=\"%V\",le=\"+Inf\"} %uA\n", name, up, cum);
+
+        } else {
+            ngx_http_prefix_aware_printf(w,
+                "nginx_prefix_aware_%s_bucket"
+                "{upstream=\"%V\",le=\"%ui\"} %uA\n",
+                name, up, k ? (ngx_uint_t) 1 << (k - 1) : 0, cum);
+        }
+    }
+
+    return cum;
+}
+
+
 static void
 ngx_http_prefix_aware_prometheus_index(
     ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
@@ -751,23 +772,10 @@ ngx_http_prefix_aware_prometheus_index(
 
         sup = pacf[i]->shm;
         up = &label[i][0];
-        cum = 0;
 
-        for (k = 0; k < NGX_HTTP_PREFIX_AWARE_DEPTHS; k++) {
-            cum += sup->depth[k];
-
-            if (k == NGX_HTTP_PREFIX_AWARE_DEPTHS - 1) {
-                ngx_http_prefix_aware_printf(w,
-                    "nginx_prefix_aware_matched_depth_bucket"
-                    "{upstream=\"%V\",le=\"+Inf\"} %uA\n", up, cum);
-
-            } else {
-                ngx_http_prefix_aware_printf(w,
-                    "nginx_prefix_aware_matched_depth_bucket"
-                    "{upstream=\"%V\",le=\"%ui\"} %uA\n",
-                    up, k ? (ngx_uint_t) 1 << (k - 1) : 0, cum);
-            }
-        }
+        cum = ngx_http_prefix_aware_buckets(w, "matched_depth", up,
+                                            sup->depth,
+                                            NGX_HTTP_PREFIX_AWARE_DEPTHS);
 
         ngx_http_prefix_aware_printf(w,
             "nginx_prefix_aware_matched_depth_count{upstream=\"%V\"} %uA\n",
