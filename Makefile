@@ -83,7 +83,10 @@ $(MODULE): $(BUILD)/nginx/Makefile ngx_http_prefix_aware_module.c \
            $(SRC_C) $(SRC_H) $(GLUE)
 	$(MAKE) -C $(BUILD)/nginx -f objs/Makefile modules
 	mkdir -p objs
-	cp $(BUILD)/nginx/objs/ngx_http_prefix_aware_module.so $@
+	@# a new file, renamed over the old: an nginx running the old one keeps
+	@# its mapping (cp into the same file crashes its workers)
+	cp $(BUILD)/nginx/objs/ngx_http_prefix_aware_module.so $@.tmp
+	mv -f $@.tmp $@
 
 # C unit tests of src/, no nginx involved
 $(BUILD)/unit/%: t/unit/%.c $(SRC_C) $(SRC_H) t/unit/unit.h t/unit/arena.h \
