@@ -15,6 +15,8 @@
 
 
 static ngx_int_t ngx_http_prefix_aware_strategy_parse(ngx_str_t *s);
+static int ngx_http_prefix_aware_strategy_below(void *ctx, uint32_t server,
+    uint64_t *inflight);
 static void ngx_http_prefix_aware_strategy_home(
     ngx_http_prefix_aware_peer_data_t *pd, pa_pick_t *pick);
 
@@ -200,9 +202,10 @@ ngx_http_prefix_aware_strategy_init(ngx_http_request_t *r,
 
 /*
  * least_outstanding: the fewest in flight per unit of weight over all
- * workers, ties by smooth weighted round robin (the path of requests
- * without a key); random: weighted among the usable servers below
- * threshold, else the least loaded
+ * workers among the servers below threshold, ties by smooth weighted round
+ * robin (as requests without a key); random: weighted among the usable
+ * servers below threshold; either, when every usable server is at
+ * threshold, the least loaded of them
  */
 
 ngx_int_t
@@ -214,9 +217,20 @@ ngx_http_prefix_aware_strategy_pick(ngx_http_prefix_aware_peer_data_t *pd,
 
     pacf = pd->conf;
 
-    rc = 1;
+    if (pd->strategy == NGX_HTTP_PA_STRATEGY_LEAST) {
 
-    if (pd->strategy == NGX_HTTP_PA_STRATEGY_RANDOM) {
+        /*
+         * per unit of weight the least loaded may be at threshold while
+         * a lighter server is below it: those below come first
+         */
+
+        rc = pa_least_loaded((uint32_t) pacf->nservers,
+                             (uint32_t) ngx_http_prefix_aware_least_start,
+                             pacf->weights, pacf->current,
+                             ngx_http_prefix_aware_strategy_below, pd, pick);
+        rc = (rc == 0) ? 0 : 1;
+
+    } else {
         if (ngx_http_prefix_aware_random_state == 0) {
             ngx_http_prefix_aware_random_state =
                 ((uint64_t) ngx_random() << 32) ^ (uint64_t) ngx_random()
@@ -231,10 +245,12 @@ ngx_http_prefix_aware_strategy_pick(ngx_http_prefix_aware_peer_data_t *pd,
 
     if (rc == 1) {
         rc = pa_least_loaded((uint32_t) pacf->nservers,
-                             (uint32_t) ngx_http_prefix_aware_least_start++,
+                             (uint32_t) ngx_http_prefix_aware_least_start,
                              pacf->weights, pacf->current,
                              ngx_http_prefix_aware_probe, pd, pick);
     }
+
+    ngx_http_prefix_aware_least_start++;
 
     if (rc != 0) {
         return NGX_DECLINED;
@@ -250,6 +266,24 @@ ngx_http_prefix_aware_strategy_pick(ngx_http_prefix_aware_peer_data_t *pd,
                    pick->server, pick->inflight);
 
     return NGX_OK;
+}
+
+
+/* the probe, and a server at threshold counts as unusable */
+
+static int
+ngx_http_prefix_aware_strategy_below(void *ctx, uint32_t server,
+    uint64_t *inflight)
+{
+    ngx_http_prefix_aware_peer_data_t  *pd = ctx;
+
+    if (ngx_http_prefix_aware_probe(pd, server, inflight) != PA_SERVER_USABLE
+        || *inflight >= pd->conf->threshold)
+    {
+        return PA_SERVER_UNUSABLE;
+    }
+
+    return PA_SERVER_USABLE;
 }
 
 

@@ -352,3 +352,27 @@ X-Route: affinity|spill
 prefix_aware: unknown strategy "fastest" from "$arm", routed by "least_outstanding"
 --- no_error_log
 [error]
+
+
+
+=== TEST 15: least_outstanding keeps threshold a hard bound with weights: per unit of weight the weight=3 server is the least loaded at 2 in flight, but the other is below threshold=2 and takes the fourth
+--- http_config
+    upstream up {
+        prefix_aware length=1024 threshold=2 strategy=least_outstanding;
+        server 127.0.0.1:1985 weight=3;
+        server 127.0.0.1:1986;
+    }
+--- config
+    location /ssi/ { ssi on; root $TEST_NGINX_SERVER_ROOT/html; }
+    location /slow { proxy_pass http://up; }
+--- user_files eval
+[["ssi/lot.html", $::SLOW x 4]]
+--- more_headers
+X-Amzn-SageMaker-Prefix-Aware-Id: tenant-d
+--- request
+GET /ssi/lot.html
+--- response_body_like eval
+qr/\A(?=(?:.*?b1\n){2})(?=(?:.*?b2\n){2})(?:b[12]\n){4}\z/s
+--- timeout: 6
+--- no_error_log
+[error]
