@@ -428,9 +428,9 @@ void
 ngx_http_prefix_aware_strategy_json(ngx_http_prefix_aware_srv_conf_t *c,
     ngx_http_prefix_aware_writer_t *w)
 {
-    ngx_uint_t                            j, k, st;
-    ngx_atomic_uint_t                     n;
-    ngx_http_prefix_aware_shm_upstream_t *up;
+    ngx_uint_t                             j, k, st;
+    ngx_atomic_uint_t                      n;
+    ngx_http_prefix_aware_shm_upstream_t  *up;
 
     if (c->strategy_name.len == 0) {
         return;
