@@ -327,6 +327,8 @@ ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
     pd->conf = pacf;
     pd->route = PA_ROUTE_NONE;
 
+    ngx_http_prefix_aware_strategy_init(r, pd);
+
     pd->seen = ngx_pnalloc(r->pool, (pacf->nservers + 7) / 8);
     if (pd->seen == NULL) {
         return NGX_ERROR;
@@ -401,7 +403,11 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
 
     for (walks = 0; /* void */ ; walks++) {
 
-        if (pd->nblocks) {
+        if (pd->strategy != NGX_HTTP_PA_STRATEGY_PREFIX) {
+            rc = (ngx_http_prefix_aware_strategy_pick(pd, &pick) == NGX_OK)
+                 ? 0 : -1;
+
+        } else if (pd->nblocks) {
             rc = (ngx_http_prefix_aware_index_choose(pd, &pick) == NGX_OK)
                  ? 0 : -1;
 
@@ -485,7 +491,7 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
 
     ngx_http_prefix_aware_count(pd, &pick);
 
-    if (pd->nblocks) {
+    if (pd->nblocks && pd->strategy == NGX_HTTP_PA_STRATEGY_PREFIX) {
         ngx_http_prefix_aware_index_record(pd, pick.server);
     }
 
@@ -585,6 +591,7 @@ ngx_http_prefix_aware_count(ngx_http_prefix_aware_peer_data_t *pd,
 
     ngx_atomic_fetch_add(&s->requests, 1);
     ngx_atomic_fetch_add(&s->route[pick->route], 1);
+    ngx_http_prefix_aware_strategy_count(pd, pick);
 
     if (!pd->keyed || pd->tries++ > 0) {
         return;
@@ -789,6 +796,10 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
         rc = ngx_http_prefix_aware_index_param(cf, pacf, &value[i]);
 
+        if (rc == NGX_DECLINED) {
+            rc = ngx_http_prefix_aware_strategy_param(cf, pacf, &value[i]);
+        }
+
         if (rc == NGX_OK) {
             continue;
         }
@@ -800,7 +811,8 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid parameter \"%V\" in \"prefix_aware\", "
                            "it takes length=, threshold=, format=, index=, "
-                           "block=, capacity=, balance= and cold=",
+                           "block=, capacity=, balance=, cold=, strategy= "
+                           "and strategy_default=",
                            &value[i]);
         return NGX_CONF_ERROR;
     }

@@ -233,6 +233,14 @@ def nginx_conf(tmp, port, backends, directive, module=False):
         lines.append("user root;")
     servers = "\n".join("        server 127.0.0.1:%d max_fails=0;" % b
                         for b in backends)
+    # the module's runs: $pa_split, a 50/50 split of the sessions between
+    # prefix routing and least outstanding for "strategy=$pa_split" arms,
+    # and the strategy of each response in a header the client records
+    split = """
+    split_clients "${http_x_bench_session}" $pa_split {
+        50%  prefix;
+        *    least_outstanding;
+    }""" if module else ""
     lines.append("""
 worker_processes 1;
 daemon off;
@@ -245,7 +253,7 @@ http {
     proxy_temp_path %(tmp)s/proxy;
     fastcgi_temp_path %(tmp)s/fastcgi;
     uwsgi_temp_path %(tmp)s/uwsgi;
-    scgi_temp_path %(tmp)s/scgi;
+    scgi_temp_path %(tmp)s/scgi;%(split)s
     upstream llm {
         %(directive)s
 %(servers)s
@@ -263,11 +271,14 @@ http {
             proxy_buffering off;
             proxy_request_buffering on;
             proxy_read_timeout 600s;
-            proxy_send_timeout 600s;
+            proxy_send_timeout 600s;%(arm_header)s
         }
     }
 }
 """ % dict(tmp=tmp, port=port, directive=directive, servers=servers,
+           split=split,
+           arm_header="\n            add_header X-Prefix-Aware-Strategy "
+                      "$prefix_aware_strategy;" if module else "",
            status="        location = /prefix-aware-status { prefix_aware_status; }"
            if module else ""))
     return "\n".join(lines)
@@ -334,7 +345,7 @@ ARM_SECTIONS = ("main", "sensitivity")
 ARMS = collections.OrderedDict()          # name -> parameter string
 ARM_GROUPS = {s: [] for s in ARM_SECTIONS}
 _ARM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
-_ARM_TOKEN = re.compile(r"^[^\s;{}'\"#$\\]+$")
+_ARM_TOKEN = re.compile(r"^[^\s;{}'\"#\\]+$")
 
 
 def _check_arm(name, params, where):
@@ -578,7 +589,7 @@ async def pa_routes(session, url):
 
 class Rec:
     __slots__ = ("idx", "t_sched", "t_send", "t_first", "t_done", "status",
-                 "instance", "out_tokens", "cached", "prompt", "error")
+                 "instance", "out_tokens", "cached", "prompt", "error", "arm")
 
     def __init__(self, idx):
         self.idx = idx
@@ -589,6 +600,7 @@ class Rec:
         self.cached = None
         self.prompt = None
         self.error = None
+        self.arm = None
 
 
 _USAGE = re.compile(rb'"usage":\{"prompt_tokens":(\d+),"completion_tokens":(\d+)'
@@ -600,10 +612,12 @@ async def do_request(session, url, req, rec, timeout):
     try:
         async with session.post(url + req.path, data=req.body, headers={
                 "Content-Type": "application/json",
-                "Accept": "text/event-stream"},
+                "Accept": "text/event-stream",
+                "X-Bench-Session": str(req.session)},
                 timeout=aiohttp.ClientTimeout(total=timeout)) as r:
             rec.status = r.status
             rec.instance = r.headers.get("X-Instance")
+            rec.arm = r.headers.get("X-Prefix-Aware-Strategy")
             ntok = 0
             last = b""
             async for chunk in r.content.iter_any():
@@ -706,6 +720,18 @@ def summarize(strategy, wl, recs, t0, t1, before, after, opts, ports,
     prompt_client = [r.prompt for r in ok if r.prompt]
     errors = collections.Counter((r.error or "")[:80] for r in recs
                                  if r not in ok)
+    # the module's strategy of each request: hit rate and TTFT by arm
+    arms = {}
+    for a in sorted(set(r.arm for r in ok if r.arm)):
+        rs = [r for r in ok if r.arm == a]
+        pr = sum(r.prompt for r in rs if r.prompt and r.cached is not None)
+        arms[a] = {
+            "n": len(rs),
+            "ttft_p50": pct([(r.t_first - r.t_send) / scale for r in rs], 50),
+            "ttft_p90": pct([(r.t_first - r.t_send) / scale for r in rs], 90),
+            "hit_rate_client": (sum(r.cached for r in rs
+                                    if r.prompt and r.cached is not None) / pr
+                                if pr else float("nan"))}
     # late sends: the client could not keep the schedule
     late = [r.t_send - r.t_sched for r in recs if r.t_sched is not None]
     return {
@@ -732,6 +758,7 @@ def summarize(strategy, wl, recs, t0, t1, before, after, opts, ports,
         "step_lag": lag,
         "client_late_p99": pct(late, 99) if late else 0.0,
         "ttfts": ttft,
+        "arms": arms,
         "wall": t1 - t0,
     }
 
@@ -1537,6 +1564,42 @@ def mode_bench(opts):
     return 0 if ok else 1
 
 
+def arm_table(per):
+    """The module's runs by the strategy that served each request (the
+    X-Prefix-Aware-Strategy header): client-side KV hit rate and TTFT, as
+    ratios to round robin in the same seed, medians (min-max) over the
+    seeds.  A "strategy=$pa_split" run has two rows, one per arm."""
+    rows = collections.OrderedDict()
+    for sd in per:
+        rr = next((r for r in sd["results"] if r["strategy"] == "round_robin"),
+                  None)
+        for r in sd["results"]:
+            for a, x in sorted(r.get("arms", {}).items()):
+                d = rows.setdefault((r["strategy"], a), collections.defaultdict(list))
+                d["n"].append(x["n"])
+                d["hit"].append(x["hit_rate_client"])
+                d["p50"].append(x["ttft_p50"])
+                d["p90"].append(x["ttft_p90"])
+                if rr:
+                    d["hit_rr"].append(_div(x["hit_rate_client"],
+                                            rr["hit_rate_client"]))
+                    d["p50_rr"].append(_div(x["ttft_p50"], rr["ttft_p50"]))
+                    d["p90_rr"].append(_div(x["ttft_p90"], rr["ttft_p90"]))
+    out = ["| run | arm | requests | KV hit (client) | x round robin | "
+           "TTFT P50 s | x round robin | P90 s | x round robin |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for (strategy, a), d in rows.items():
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            strategy, a, fmt_mr(med_range(d["n"]), "%.0f"),
+            fmt_mr(med_range(d["hit"]), "%.1f", 100, "%"),
+            fmt_mr(med_range(d["hit_rr"])),
+            fmt_mr(med_range(d["p50"]), "%.3f"),
+            fmt_mr(med_range(d["p50_rr"])),
+            fmt_mr(med_range(d["p90"]), "%.3f"),
+            fmt_mr(med_range(d["p90_rr"]))))
+    return "\n".join(out)
+
+
 def mode_run(opts):
     strategies = strategies_for(opts)
     ok = True
@@ -1553,6 +1616,9 @@ def mode_run(opts):
             print(agg_table(agg, strategies))
             print()
             print(agg_abs_table(agg, strategies))
+        if any(r.get("arms") for sd in per for r in sd["results"]):
+            print("\n## %s: the module's runs by arm\n" % wlname)
+            print(arm_table(per))
     return 0 if ok else 1
 
 

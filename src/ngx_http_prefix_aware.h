@@ -22,6 +22,7 @@
 #include "pa_block.h"
 #include "pa_index.h"
 #include "pa_choose.h"
+#include "pa_strategy.h"
 
 
 #define NGX_HTTP_PREFIX_AWARE_FORMAT_AUTO     0
@@ -31,6 +32,12 @@
 #define NGX_HTTP_PREFIX_AWARE_SOURCE_NONE     0
 #define NGX_HTTP_PREFIX_AWARE_SOURCE_BODY     1
 #define NGX_HTTP_PREFIX_AWARE_SOURCE_OPENAI   2
+
+/* strategy=: how a server is chosen; the index of per-strategy counters */
+#define NGX_HTTP_PA_STRATEGY_PREFIX           0
+#define NGX_HTTP_PA_STRATEGY_LEAST            1
+#define NGX_HTTP_PA_STRATEGY_RANDOM           2
+#define NGX_HTTP_PA_STRATEGIES                3
 
 /* walks after a reservation lost a race, before it is taken regardless */
 #define NGX_HTTP_PREFIX_AWARE_RETRIES         8
@@ -94,6 +101,9 @@ struct ngx_http_prefix_aware_shm_server_s {
     ngx_atomic_t                           work;      /* routing v2 */
     ngx_atomic_t                           requests;
     ngx_atomic_t                           route[PA_ROUTE_NO_KEY + 1];
+    /* requests by strategy and route */
+    ngx_atomic_t                           strategy[NGX_HTTP_PA_STRATEGIES]
+                                                   [PA_ROUTE_NO_KEY + 1];
     ngx_uint_t                             refs;      /* configurations */
     ngx_http_prefix_aware_shm_server_t    *sibling;   /* same upstream */
     ngx_str_t                              name;
@@ -105,6 +115,10 @@ struct ngx_http_prefix_aware_shm_upstream_s {
     ngx_atomic_t                           hist[NGX_HTTP_PREFIX_AWARE_HIST];
     ngx_atomic_t                           placed[PA_CHOICE_LEAST + 1];
     ngx_atomic_t                           depth[NGX_HTTP_PREFIX_AWARE_DEPTHS];
+    /* by strategy: in flight on the chosen server when it was chosen */
+    ngx_atomic_t                           chosen_inflight
+                                               [NGX_HTTP_PA_STRATEGIES];
+    ngx_atomic_t                           strategy_unknown;
     ngx_uint_t                             refs;      /* configurations */
     ngx_http_prefix_aware_shm_server_t    *servers;
     ngx_http_prefix_aware_shm_upstream_t  *next;
@@ -170,6 +184,12 @@ typedef struct {
     ngx_uint_t                             length;
     ngx_uint_t                             threshold;
     ngx_uint_t                             format;
+
+    /* strategy=: the strategy, or the default of a variable's value */
+    ngx_uint_t                             strategy;
+    ngx_uint_t                             strategy_var;  /* index + 1 */
+    ngx_uint_t                             strategy_default; /* given */
+    ngx_str_t                              strategy_name; /* as given */
 
     ngx_uint_t                             nservers;
     pa_ring_t                              ring;
@@ -255,6 +275,7 @@ typedef struct {
     pa_choice_e                            choice;
 
     unsigned                               source:2;
+    unsigned                               strategy:2;
     unsigned                               keyed:1;
     unsigned                               id:1;
 } ngx_http_prefix_aware_peer_data_t;
@@ -272,6 +293,20 @@ typedef struct {
     const char                            *help;
     ngx_uint_t                             counter;
 } ngx_http_prefix_aware_metric_t;
+
+
+/*
+ * the status page's output, a chain of buffers that grows (status.c); like
+ * njs's chain buffer (njs_chb_t): a failed allocation is remembered and
+ * later writes do nothing, so the page is checked once, at its end
+ */
+typedef struct {
+    size_t                                 size;
+    ngx_pool_t                            *pool;
+    ngx_chain_t                           *out;
+    ngx_chain_t                           *last;
+    ngx_uint_t                             error;
+} ngx_http_prefix_aware_writer_t;
 
 
 typedef struct {
@@ -322,6 +357,28 @@ void ngx_http_prefix_aware_zone_usage(ngx_http_prefix_aware_main_conf_t *pamcf,
 
 /* ngx_http_prefix_aware_status.c */
 ngx_int_t ngx_http_prefix_aware_status_handler(ngx_http_request_t *r);
+void ngx_http_prefix_aware_printf(ngx_http_prefix_aware_writer_t *w,
+    const char *fmt, ...);
+void ngx_http_prefix_aware_family(ngx_http_prefix_aware_writer_t *w,
+    const char *name, const char *type, const char *help);
+
+/* ngx_http_prefix_aware_strategy.c */
+ngx_int_t ngx_http_prefix_aware_strategy_param(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value);
+void ngx_http_prefix_aware_strategy_init(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd);
+ngx_int_t ngx_http_prefix_aware_strategy_pick(
+    ngx_http_prefix_aware_peer_data_t *pd, pa_pick_t *pick);
+void ngx_http_prefix_aware_strategy_count(
+    ngx_http_prefix_aware_peer_data_t *pd, pa_pick_t *pick);
+void ngx_http_prefix_aware_strategy_prometheus(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w);
+void ngx_http_prefix_aware_strategy_json(ngx_http_prefix_aware_srv_conf_t *c,
+    ngx_http_prefix_aware_writer_t *w);
+void ngx_http_prefix_aware_strategy_json_server(
+    ngx_http_prefix_aware_srv_conf_t *c, ngx_uint_t j,
+    ngx_http_prefix_aware_writer_t *w);
 
 /* ngx_http_prefix_aware_variables.c */
 ngx_int_t ngx_http_prefix_aware_add_variables(ngx_conf_t *cf);
@@ -329,6 +386,9 @@ ngx_int_t ngx_http_prefix_aware_add_variables(ngx_conf_t *cf);
 
 /* key-source names, indexed by NGX_HTTP_PREFIX_AWARE_SOURCE_* */
 extern ngx_str_t     ngx_http_prefix_aware_sources[];
+
+/* strategy names, indexed by NGX_HTTP_PA_STRATEGY_* */
+extern ngx_str_t     ngx_http_prefix_aware_strategies[];
 
 extern ngx_module_t  ngx_http_prefix_aware_module;
 

@@ -18,30 +18,12 @@
 #define NGX_HTTP_PREFIX_AWARE_STATUS_BUF  4096
 
 
-/*
- * like njs's chain buffer (njs_chb_t): a failed allocation is remembered
- * and later writes do nothing, so the page is checked once, at its end
- */
-
-typedef struct {
-    size_t                                 size;
-    ngx_pool_t                            *pool;
-    ngx_chain_t                           *out;
-    ngx_chain_t                           *last;
-    ngx_uint_t                             error;
-} ngx_http_prefix_aware_writer_t;
-
-
 static ngx_int_t ngx_http_prefix_aware_buf(ngx_http_prefix_aware_writer_t *w,
     size_t size);
-static void ngx_http_prefix_aware_printf(ngx_http_prefix_aware_writer_t *w,
-    const char *fmt, ...);
 static void ngx_http_prefix_aware_escape(ngx_http_prefix_aware_writer_t *w,
     ngx_str_t *dst, ngx_str_t *src, ngx_uint_t json);
 static const char *ngx_http_prefix_aware_state(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t i);
-static void ngx_http_prefix_aware_family(ngx_http_prefix_aware_writer_t *w,
-    const char *name, const char *type, const char *help);
 static void ngx_http_prefix_aware_prometheus(
     ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_http_prefix_aware_writer_t *w);
@@ -234,7 +216,7 @@ ngx_http_prefix_aware_buf(ngx_http_prefix_aware_writer_t *w, size_t size)
  * each time until it fits: a line of any length, never past an end
  */
 
-static void
+void
 ngx_http_prefix_aware_printf(ngx_http_prefix_aware_writer_t *w,
     const char *fmt, ...)
 {
@@ -369,7 +351,7 @@ ngx_http_prefix_aware_state(ngx_http_prefix_aware_srv_conf_t *pacf,
 }
 
 
-static void
+void
 ngx_http_prefix_aware_family(ngx_http_prefix_aware_writer_t *w,
     const char *name, const char *type, const char *help)
 {
@@ -555,6 +537,8 @@ ngx_http_prefix_aware_prometheus(ngx_http_prefix_aware_main_conf_t *pamcf,
             }
         }
     }
+
+    ngx_http_prefix_aware_strategy_prometheus(pamcf, label, w);
 }
 
 
@@ -608,6 +592,8 @@ ngx_http_prefix_aware_json(ngx_http_prefix_aware_main_conf_t *pamcf,
                                          ngx_strlen(m->name) - 6, m->name,
                                          up->counter[m->counter]);
         }
+
+        ngx_http_prefix_aware_strategy_json(c, w);
 
         ngx_http_prefix_aware_printf(w, "      \"first_choice_inflight\": {\n"
                                         "        \"buckets\": [");
@@ -851,6 +837,8 @@ ngx_http_prefix_aware_json_servers(ngx_http_prefix_aware_srv_conf_t *c,
                                          k == PA_ROUTE_AFFINITY ? "" : ", ",
                                          pa_route_name(k), s->route[k]);
         }
+
+        ngx_http_prefix_aware_strategy_json_server(c, j, w);
 
         ngx_http_prefix_aware_printf(w, " }");
     }

@@ -286,6 +286,11 @@ sub prometheus_from_json {
         }
         $v{"${p}first_choice_inflight_sum{$ul}"} = $h->{sum};
         $v{"${p}first_choice_inflight_count{$ul}"} = $cum;
+        $v{"${p}strategy_unknown_total{$ul}"} = $u->{strategy_unknown}
+            if exists $u->{strategy_unknown};
+        $v{qq(${p}strategy_chosen_inflight_total{$ul,strategy="$_"})} =
+            $u->{strategies}{$_}{chosen_inflight}
+            for keys %{ $u->{strategies} };
         for my $s (@{ $u->{servers} }) {
             my $sl = "$ul,server=\"" . prom_escape($s->{server}) . '"';
             $v{"${p}server_weight{$sl}"} = $s->{weight};
@@ -295,6 +300,11 @@ sub prometheus_from_json {
             $v{"${p}server_requests_total{$sl}"} = $s->{requests};
             $v{qq(${p}server_routed_total{$sl,route="$_"})} = $s->{$_}
                 for qw(affinity spill failover no_key);
+            for my $st (keys %{ $s->{strategies} }) {
+                $v{qq(${p}strategy_requests_total{$sl,strategy="$st",route="$_"})} =
+                    $s->{strategies}{$st}{$_}
+                    for qw(affinity spill failover no_key);
+            }
         }
     }
     return \%v;
