@@ -137,9 +137,9 @@ ngx_http_prefix_aware_resolve_view(ngx_http_prefix_aware_srv_conf_t *pacf,
     uint32_t                             *weights;
     ngx_int_t                             rc;
     ngx_str_t                            *names;
+    pa_ring_t                             ring;
     ngx_uint_t                            i, n, config;
     ngx_pool_t                           *pool;
-    pa_ring_t                             ring;
     pa_ring_point_t                      *points;
     pa_ring_server_t                     *servers;
     ngx_http_upstream_rr_peer_t          *peer, **peer_of;
@@ -406,9 +406,9 @@ ngx_http_prefix_aware_resolve_bind(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_http_prefix_aware_shm_t           *sh;
     ngx_http_prefix_aware_view_t          *view;
     ngx_http_prefix_aware_shm_block_t     *block;
+    ngx_http_prefix_aware_main_conf_t     *pamcf;
     ngx_http_prefix_aware_shm_server_t    *s;
     ngx_http_prefix_aware_shm_worker_t    *w;
-    ngx_http_prefix_aware_main_conf_t     *pamcf;
     ngx_http_prefix_aware_shm_upstream_t  *up;
 
     view = pacf->resolve;

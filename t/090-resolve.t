@@ -144,7 +144,7 @@ $be->start(join '', map {
     }
 _EOC_
     my $out = `$bin -t -p ${\ $t->root}/ -c conf/nginx.conf 2>&1`;
-    like($out, qr/\[emerg\].*"index" does not follow servers resolved at run time/,
+    like($out, qr/\[emerg\].*"index" does not follow servers resolved/,
          'index= with resolve: a configuration error');
 }
 
