@@ -51,6 +51,7 @@ typedef struct {
 } ngx_http_prefix_aware_entry_t;
 
 
+static void ngx_http_prefix_aware_resolve_cleanup(void *data);
 static void ngx_http_prefix_aware_resolve_view(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_log_t *log);
 static ngx_int_t ngx_http_prefix_aware_resolve_names(ngx_pool_t *pool,
@@ -76,6 +77,7 @@ ngx_http_prefix_aware_resolve_init(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf)
 {
     ngx_uint_t                     i;
+    ngx_pool_cleanup_t            *cln;
     ngx_http_upstream_server_t    *server;
     ngx_http_upstream_rr_peers_t  *peers;
     ngx_http_prefix_aware_view_t  *view;
@@ -119,7 +121,29 @@ ngx_http_prefix_aware_resolve_init(ngx_conf_t *cf,
     pacf->resolve = view;
     pacf->nservers = 0;
 
+    /* a single process that reloads frees the old configuration's view */
+
+    cln = ngx_pool_cleanup_add(cf->pool, 0);
+    if (cln == NULL) {
+        return NGX_ERROR;
+    }
+
+    cln->handler = ngx_http_prefix_aware_resolve_cleanup;
+    cln->data = view;
+
     return NGX_OK;
+}
+
+
+static void
+ngx_http_prefix_aware_resolve_cleanup(void *data)
+{
+    ngx_http_prefix_aware_view_t  *view = data;
+
+    if (view->pool) {
+        ngx_destroy_pool(view->pool);
+        view->pool = NULL;
+    }
 }
 
 

@@ -16,7 +16,9 @@
 # servers that left; an empty answer gives 502 with an error log line,
 # then the servers come back.  A worker killed with requests in flight
 # has its counts given back; ten changes back and forth leave the zone's
-# free pages as they were.
+# free pages as they were.  A server without "resolve" in the same
+# upstream is on the ring by its name; an address both static and
+# resolved is on it once.
 #
 # The fractions moved are printed (diag) for docs/benchmarks.md.
 # "index=" (routing v2) with "resolve" is a configuration error.
@@ -363,6 +365,58 @@ unlike(join("\n", grep { !/exited on signal 9/ } $ng->log(0)),
        'no alert in the error log but the kill\'s');
 
 $ng->stop;
+
+# 8. a server without "resolve" beside a resolved name: on the ring by its
+#    name; the same address from DNS too is on the ring once
+
+answer(@addr[0 .. 2]);
+
+my $mx = PrefixAware::Scenario->new(name => 'resolve-mixed');
+my $mlisten = $mx->port;
+
+$mx->start(<<"_EOC_");
+    resolver 127.0.0.1:$DNS valid=1s ipv6=off;
+
+    upstream up {
+        zone up 512k;
+        prefix_aware length=1024;
+        server 127.0.0.7:$BPORT;
+        server pool.test:$BPORT resolve;
+    }
+
+    server {
+        listen 127.0.0.1:$mlisten;
+        location = /status { prefix_aware_status; }
+        location / { proxy_pass http://up; }
+    }
+_EOC_
+
+sub mixed {
+    my $r = $mx->request(GET => '/status?format=json');
+    return '' unless $r->{status} == 200;
+    my $st = JSON::PP::decode_json($r->{body});
+    return join ' ', sort map { $_->{server} }
+                          @{ $st->{upstreams}{up}{servers} };
+}
+
+ok((wait_until { mixed() eq want(@addr[0 .. 2], $addr[5]) } 20),
+   'mixed: the static server and the 3 resolved ones')
+    or diag("have: " . mixed());
+
+my %seen;
+for my $k (1 .. 60) {
+    my $r = $mx->request(GET => '/t', headers => [ID_HEADER, "key-$k"]);
+    $seen{$r->{status} == 200 ? $r->{body} =~ s/\s+//r : 'failed'}++;
+}
+is(join(' ', sort keys %seen), 'b2 b3 b4 b7', 'mixed: keys on all 4 servers');
+
+$log = $mx->log_size;
+answer(@addr[0 .. 2], $addr[5]);
+ok((wait_until { $mx->log($log) =~ /is twice in upstream "up"/ } 20),
+   'mixed: an address both static and resolved is noticed');
+is(mixed(), want(@addr[0 .. 2], $addr[5]), 'mixed: and on the ring once');
+
+$mx->stop;
 $be->stop;
 
 done_testing();
