@@ -97,6 +97,7 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
 {
     u_char                              *p;
     size_t                               len, total;
+    ngx_int_t                            rc;
     ngx_uint_t                           i, j, n;
     pa_ring_point_t                     *points;
     pa_ring_server_t                    *servers;
@@ -121,6 +122,20 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
                       "prefix_aware does not support backup servers "
                       "in upstream \"%V\"", &us->host);
         return NGX_ERROR;
+    }
+
+    pacf->upstream = us;
+
+    /* "server ... resolve": the ring is made in each worker, at run time */
+
+    rc = ngx_http_prefix_aware_resolve_init(cf, pacf);
+
+    if (rc != NGX_DECLINED) {
+        if (rc != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        goto done;
     }
 
     n = peers->number;
@@ -252,7 +267,6 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     }
 
     pacf->nservers = n;
-    pacf->upstream = us;
 
     if (pacf->index_size) {
         pacf->max_blocks = ngx_max(pacf->length / pacf->block, 1);
@@ -261,6 +275,8 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
             return NGX_ERROR;
         }
     }
+
+done:
 
     pamcf = ngx_http_conf_get_module_main_conf(cf,
                                                ngx_http_prefix_aware_module);
@@ -329,8 +345,7 @@ ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
 
     ngx_http_prefix_aware_strategy_init(r, pd);
 
-    pd->seen = ngx_pnalloc(r->pool, (pacf->nservers + 7) / 8);
-    if (pd->seen == NULL) {
+    if (ngx_http_prefix_aware_resolve_peer(r, pd) != NGX_OK) {
         return NGX_ERROR;
     }
 
@@ -389,6 +404,11 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
     pc->connection = NULL;
 
     ngx_http_upstream_rr_peers_wlock(peers);
+
+    if (ngx_http_prefix_aware_resolve_locked(pd, pc->log) != NGX_OK) {
+        ngx_http_upstream_rr_peers_unlock(peers);
+        return NGX_ERROR;
+    }
 
     pd->now = ngx_time();
 
@@ -477,6 +497,7 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
     pc->name = &peer->name;
 
     peer->conns++;
+    ngx_http_prefix_aware_peer_ref(peers, peer);
 
     if (pd->now - peer->checked > peer->fail_timeout) {
         peer->checked = pd->now;
@@ -845,7 +866,8 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                   |NGX_HTTP_UPSTREAM_MAX_CONNS
                   |NGX_HTTP_UPSTREAM_MAX_FAILS
                   |NGX_HTTP_UPSTREAM_FAIL_TIMEOUT
-                  |NGX_HTTP_UPSTREAM_DOWN;
+                  |NGX_HTTP_UPSTREAM_DOWN
+                  |NGX_HTTP_PREFIX_AWARE_MODIFY;
 
     return NGX_CONF_OK;
 }

@@ -25,6 +25,25 @@
 #include "pa_strategy.h"
 
 
+/*
+ * nginx version differences, in this one place: since 1.27.3 an upstream
+ * with a "zone" re-resolves "server ... resolve" at run time, and peers
+ * are counted references (ngx_http_upstream_rr_peer_ref/unref), taken by
+ * the balancer's get and released by round robin's free
+ */
+
+#if (nginx_version >= 1027003 && NGX_HTTP_UPSTREAM_ZONE)
+#define NGX_HTTP_PREFIX_AWARE_RESOLVE         1
+#define NGX_HTTP_PREFIX_AWARE_MODIFY          NGX_HTTP_UPSTREAM_MODIFY
+#define ngx_http_prefix_aware_peer_ref(peers, peer)                           \
+    ngx_http_upstream_rr_peer_ref(peers, peer)
+#else
+#define NGX_HTTP_PREFIX_AWARE_RESOLVE         0
+#define NGX_HTTP_PREFIX_AWARE_MODIFY          0
+#define ngx_http_prefix_aware_peer_ref(peers, peer)
+#endif
+
+
 #define NGX_HTTP_PREFIX_AWARE_FORMAT_AUTO     0
 #define NGX_HTTP_PREFIX_AWARE_FORMAT_BODY     1
 #define NGX_HTTP_PREFIX_AWARE_FORMAT_OPENAI   2
@@ -94,6 +113,8 @@ typedef struct ngx_http_prefix_aware_shm_conf_s
     ngx_http_prefix_aware_shm_conf_t;
 typedef struct ngx_http_prefix_aware_shm_worker_s
     ngx_http_prefix_aware_shm_worker_t;
+typedef struct ngx_http_prefix_aware_shm_block_s
+    ngx_http_prefix_aware_shm_block_t;
 
 
 struct ngx_http_prefix_aware_shm_server_s {
@@ -156,6 +177,25 @@ struct ngx_http_prefix_aware_shm_worker_s {
     ngx_http_prefix_aware_shm_worker_t    *next;
     ngx_atomic_t                          *count;
     ngx_atomic_t                          *work;
+    /* its counts of servers found by resolving names, by its views */
+    ngx_http_prefix_aware_shm_block_t     *blocks;
+};
+
+
+/*
+ * a worker's counts of the servers of one view of an upstream with
+ * "resolve" (src/ngx_http_prefix_aware_resolve.c): the view in use
+ * ("current") holds a reference to each record; an older view's block
+ * lives until its counts are 0
+ */
+
+struct ngx_http_prefix_aware_shm_block_s {
+    ngx_http_prefix_aware_shm_block_t     *next;
+    ngx_uint_t                             nservers;
+    ngx_uint_t                             current;
+    ngx_http_prefix_aware_shm_server_t   **server;
+    ngx_atomic_t                          *count;
+    ngx_atomic_t                          *work;
 };
 
 
@@ -212,6 +252,9 @@ typedef struct {
     ngx_uint_t                             base;
 
     ngx_http_upstream_srv_conf_t          *upstream;
+
+    /* per process: the view of an upstream with "resolve", or NULL */
+    void                                  *resolve;
 
     /* routing v2, index=: 0 is off */
     size_t                                 index_size;
@@ -273,6 +316,11 @@ typedef struct {
     uint32_t                               nblocks;
     uint32_t                               depth;
     pa_choice_e                            choice;
+
+    /* "resolve": the view the scratch above is for, its room, its pool */
+    ngx_uint_t                             view;
+    ngx_uint_t                             room;
+    ngx_pool_t                            *pool;
 
     unsigned                               source:2;
     unsigned                               strategy:2;
@@ -354,6 +402,22 @@ ngx_int_t ngx_http_prefix_aware_init_process(ngx_cycle_t *cycle);
 void ngx_http_prefix_aware_exit_process(ngx_cycle_t *cycle);
 void ngx_http_prefix_aware_zone_usage(ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_http_prefix_aware_zone_usage_t *usage);
+
+/* ngx_http_prefix_aware_resolve.c */
+ngx_int_t ngx_http_prefix_aware_resolve_init(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf);
+size_t ngx_http_prefix_aware_resolve_size(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_uint_t workers);
+ngx_int_t ngx_http_prefix_aware_resolve_peer(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd);
+ngx_int_t ngx_http_prefix_aware_resolve_locked(
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_log_t *log);
+void ngx_http_prefix_aware_resolve_refresh(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_log_t *log);
+void ngx_http_prefix_aware_resolve_reap(ngx_slab_pool_t *shpool,
+    ngx_http_prefix_aware_shm_worker_t *w);
+ngx_uint_t ngx_http_prefix_aware_resolve_busy(
+    ngx_http_prefix_aware_shm_worker_t *w);
 
 /* ngx_http_prefix_aware_status.c */
 ngx_int_t ngx_http_prefix_aware_status_handler(ngx_http_request_t *r);

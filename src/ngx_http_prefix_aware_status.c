@@ -90,6 +90,10 @@ ngx_http_prefix_aware_status_handler(ngx_http_request_t *r)
 
     pamcf = ngx_http_get_module_main_conf(r, ngx_http_prefix_aware_module);
 
+    /* the servers of upstreams with "resolve" as they are now */
+
+    ngx_http_prefix_aware_resolve_refresh(pamcf, r->connection->log);
+
     /* a prometheus scrape asks for text/plain; browsers and curl get json */
 
     prom = 0;

@@ -113,6 +113,8 @@ ngx_http_prefix_aware_zone_add(ngx_conf_t *cf,
           + 2 * workers * (sizeof(ngx_http_prefix_aware_shm_worker_t)
                            + n * sizeof(ngx_atomic_t));
 
+    gen += ngx_http_prefix_aware_resolve_size(pamcf, workers);
+
     size = 8 * ngx_pagesize + NGX_HTTP_PREFIX_AWARE_GENERATIONS * gen;
     size = ngx_align(size, 1024 * 1024);
 
@@ -428,7 +430,7 @@ ngx_http_prefix_aware_sweep(ngx_slab_pool_t *shpool,
                 }
             }
 
-            if (i < w->nservers) {
+            if (i < w->nservers || ngx_http_prefix_aware_resolve_busy(w)) {
                 pw = &w->next;
                 continue;
             }
@@ -495,6 +497,8 @@ ngx_http_prefix_aware_reap(ngx_slab_pool_t *shpool,
                                  - (ngx_atomic_int_t) n);
         }
     }
+
+    ngx_http_prefix_aware_resolve_reap(shpool, w);
 
     *pw = w->next;
     ngx_slab_free_locked(shpool, w);
@@ -739,6 +743,8 @@ ngx_http_prefix_aware_reaper(ngx_event_t *ev)
         ngx_http_prefix_aware_sweep(shpool, sh, pamcf->worker, ev->log);
         ngx_shmtx_unlock(&shpool->mutex);
     }
+
+    ngx_http_prefix_aware_resolve_refresh(pamcf, ev->log);
 
 next:
 

@@ -8,6 +8,8 @@
 # The same source must compile warning-free and pass the suites against
 # Debian 12's nginx 1.22.1 (make test) and this one; version differences go
 # through the nginx_version guards in src/ngx_http_prefix_aware.h.
+# t/090-resolve.t (server ... resolve, nginx 1.27.3+) runs only here: it
+# skips on 1.22.1.
 #
 # Only sid's binary packages can be fetched here (its source package cannot),
 # so this is the setup of an operator on a current Debian: the module built
