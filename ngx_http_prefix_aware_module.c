@@ -738,6 +738,8 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->balance = 125;
     pacf->capacity = 262144;
     pacf->cold = PA_COLD_RING;
+    pacf->choose = PA_CHOOSE_DEPTH;
+    pacf->match = 0;
 
     value = cf->args->elts;
 

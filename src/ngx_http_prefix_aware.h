@@ -200,6 +200,8 @@ typedef struct {
     ngx_uint_t                             balance;   /* F x 100, 0: off */
     ngx_uint_t                             capacity;  /* tokens a server */
     pa_cold_e                              cold;
+    pa_choose_e                            choose;
+    ngx_uint_t                             match;     /* percent */
     ngx_shm_zone_t                        *index_zone;
     pa_index_t                             index;
 
@@ -249,6 +251,7 @@ typedef struct {
     uint64_t                              *blocks;
     uint64_t                               ring_key;
     uint64_t                               units;
+    uint64_t                               total_units;
     uint64_t                               cost;
     uint32_t                               nblocks;
     uint32_t                               depth;

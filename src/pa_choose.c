@@ -23,6 +23,8 @@ typedef struct {
 } pa_cand_t;
 
 
+static int pa_choose_cost_mode(const pa_choose_in_t *in, pa_choice_t *out,
+    uint64_t total_work, uint64_t total_weight);
 static void pa_choose_totals(const pa_choose_in_t *in, uint64_t *work,
     uint64_t *weight);
 static int pa_choose_load(const pa_choose_in_t *in, uint32_t s,
@@ -61,6 +63,10 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
         pa_choose_totals(in, &tw, &tweight);
     }
 
+    if (in->mode == PA_CHOOSE_COST) {
+        return pa_choose_cost_mode(in, out, tw, tweight);
+    }
+
     memset(&best, 0, sizeof(pa_cand_t));
     memset(&least, 0, sizeof(pa_cand_t));
     over = 0;
@@ -71,6 +77,19 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
         s = in->found[i];
 
         if (s >= in->nservers || in->depth[s] == 0) {
+            continue;
+        }
+
+        /*
+         * a match of a small part of the prefix, as a system prompt
+         * shared by every conversation, does not outweigh the ring: the
+         * rest of the prefix, and the requests that will share it, go to
+         * the key's home
+         */
+
+        if ((uint64_t) in->depth[s] * in->block_units * 100
+            < (uint64_t) in->match * in->units)
+        {
             continue;
         }
 
@@ -212,6 +231,66 @@ pa_choice_name(pa_choice_e kind)
 }
 
 
+/*
+ * every usable server is scored by its work in flight with the request
+ * added, the request counting only its part past the blocks the server
+ * holds: the prefill that would queue before its first token.  a match
+ * wins while the work it saves is more than the queue it joins.
+ */
+
+static int
+pa_choose_cost_mode(const pa_choose_in_t *in, pa_choice_t *out,
+    uint64_t total_work, uint64_t total_weight)
+{
+    int        over;
+    uint32_t   s;
+    pa_cand_t  c, best, least;
+    pa_load_t  load;
+
+    memset(&best, 0, sizeof(pa_cand_t));
+    memset(&least, 0, sizeof(pa_cand_t));
+    over = 0;
+
+    for (s = 0; s < in->nservers; s++) {
+
+        if (pa_choose_load(in, s, &load, &c) != PA_SERVER_USABLE) {
+            continue;
+        }
+
+        if (pa_choose_better(&c, &least, 0)) {
+            least = c;
+        }
+
+        if (!pa_choose_within(in, &load, &c, total_work, total_weight)) {
+            if (c.depth > 0) {
+                over = 1;
+            }
+
+            continue;
+        }
+
+        if (pa_choose_better(&c, &best, 0)) {
+            best = c;
+        }
+    }
+
+    if (best.have) {
+        pa_choose_set(out, &best,
+                      (best.depth > 0) ? PA_CHOICE_MATCH
+                      : (over ? PA_CHOICE_SPILL : PA_CHOICE_COLD));
+        return 0;
+    }
+
+    if (!least.have) {
+        return -1;
+    }
+
+    pa_choose_set(out, &least, PA_CHOICE_LEAST);
+
+    return 0;
+}
+
+
 static void
 pa_choose_totals(const pa_choose_in_t *in, uint64_t *work, uint64_t *weight)
 {
@@ -246,8 +325,8 @@ pa_choose_load(const pa_choose_in_t *in, uint32_t s, pa_load_t *load,
 
     c->server = s;
     c->depth = (in->depth != NULL) ? in->depth[s] : 0;
-    c->cost = pa_choose_cost(in->units, c->depth, in->block_units,
-                             in->decode);
+    c->cost = pa_choose_cost(in->total_units ? in->total_units : in->units,
+                             c->depth, in->block_units, in->decode);
     c->after = load->work + c->cost;
     c->weight = load->weight ? load->weight : 1;
     c->tie = pa_choose_mix(in->key ^ pa_choose_mix(load->id_hash));
@@ -278,11 +357,23 @@ pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
         return 1;
     }
 
-    /* after / weight <= F / 100 * (total + cost) / total_weight */
+    /*
+     * work / weight <= F / 100 * (total + cost) / total_weight: a server
+     * not above the bound takes the request, whatever its cost, as a
+     * server below the ceiling takes one in consistent hashing with
+     * bounded loads; a bound on the work after it would turn a single
+     * long prompt away from every server that has any work at all.
+     * "slack" more (a cold request's work) keeps a few requests in
+     * flight from looking like an imbalance: the mean of a few long
+     * and short prompts says little, as in the absolute threshold of
+     * SGLang's gateway
+     */
 
-    lhs = (double) c->after * (double) total_weight * 100.0;
+    lhs = (double) load->work * (double) total_weight * 100.0;
     rhs = (double) in->balance * (double) (total_work + c->cost)
-          * (double) c->weight;
+          * (double) c->weight
+          + 100.0 * (double) in->slack * (double) c->weight
+            * (double) total_weight;
 
     return lhs <= rhs;
 }

@@ -35,6 +35,12 @@ typedef enum {
 
 
 typedef enum {
+    PA_CHOOSE_DEPTH = 0,          /* the deepest match within the bounds */
+    PA_CHOOSE_COST                /* the least work after the request */
+} pa_choose_e;
+
+
+typedef enum {
     PA_COLD_RING = 0,             /* the ring walk within the bounds */
     PA_COLD_LEAST                 /* the least work within the bounds */
 } pa_cold_e;
@@ -58,6 +64,7 @@ typedef struct {
     /* the request */
     uint64_t            key;          /* ring key of its prefix */
     uint64_t            units;        /* its prefix length in units */
+    uint64_t            total_units;  /* its prompt's, 0: "units" */
     uint64_t            decode;       /* work counted past the prefill */
     uint32_t            block_units;
     uint32_t            nfound;       /* servers in "found" */
@@ -67,8 +74,11 @@ typedef struct {
     /* the servers */
     uint32_t            nservers;
     uint32_t            balance;      /* F x 100, 0: no relative bound */
+    uint32_t            match;        /* % of units a match must cover */
+    uint64_t            slack;        /* work over the relative bound */
     uint64_t            threshold;    /* requests in flight, 0: no cap */
     pa_cold_e           cold;
+    pa_choose_e         mode;
     const pa_ring_t    *ring;         /* PA_COLD_RING; NULL: least work */
 
     /*
