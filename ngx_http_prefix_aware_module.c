@@ -738,8 +738,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->balance = 125;
     pacf->capacity = 262144;
     pacf->cold = PA_COLD_RING;
-    pacf->choose = PA_CHOOSE_DEPTH;
-    pacf->match = 0;
+    pacf->match = 60;
 
     value = cf->args->elts;
 
@@ -802,7 +801,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid parameter \"%V\" in \"prefix_aware\", "
                            "it takes length=, threshold=, format=, index=, "
-                           "block=, capacity=, balance= and cold=",
+                           "block=, capacity=, balance=, cold= and match=",
                            &value[i]);
         return NGX_CONF_ERROR;
     }

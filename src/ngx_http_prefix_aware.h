@@ -200,7 +200,6 @@ typedef struct {
     ngx_uint_t                             balance;   /* F x 100, 0: off */
     ngx_uint_t                             capacity;  /* tokens a server */
     pa_cold_e                              cold;
-    pa_choose_e                            choose;
     ngx_uint_t                             match;     /* percent */
     ngx_shm_zone_t                        *index_zone;
     pa_index_t                             index;

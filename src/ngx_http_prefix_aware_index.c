@@ -120,27 +120,6 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
         return NGX_OK;
     }
 
-    if (ngx_strncmp(value->data, "choose=", 7) == 0) {
-        s.data = value->data + 7;
-        s.len = value->len - 7;
-
-        if (s.len == 5 && ngx_strncmp(s.data, "depth", 5) == 0) {
-            pacf->choose = PA_CHOOSE_DEPTH;
-
-        } else if (s.len == 4 && ngx_strncmp(s.data, "cost", 4) == 0) {
-            pacf->choose = PA_CHOOSE_COST;
-
-        } else {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid \"choose\" value \"%V\" in "
-                               "\"prefix_aware\", it must be \"depth\" "
-                               "or \"cost\"", &s);
-            return NGX_ERROR;
-        }
-
-        return NGX_OK;
-    }
-
     if (ngx_strncmp(value->data, "cold=", 5) == 0) {
         s.data = value->data + 5;
         s.len = value->len - 5;
@@ -432,7 +411,6 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
     in.balance = (uint32_t) pacf->balance;
     in.threshold = pacf->threshold;
     in.cold = pacf->cold;
-    in.mode = pacf->choose;
     in.match = (uint32_t) pacf->match;
     in.slack = pacf->length + NGX_HTTP_PREFIX_AWARE_DECODE;
     in.ring = &pacf->ring;

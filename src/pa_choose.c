@@ -23,8 +23,6 @@ typedef struct {
 } pa_cand_t;
 
 
-static int pa_choose_cost_mode(const pa_choose_in_t *in, pa_choice_t *out,
-    uint64_t total_work, uint64_t total_weight);
 static void pa_choose_totals(const pa_choose_in_t *in, uint64_t *work,
     uint64_t *weight);
 static int pa_choose_load(const pa_choose_in_t *in, uint32_t s,
@@ -61,10 +59,6 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
 
     } else {
         pa_choose_totals(in, &tw, &tweight);
-    }
-
-    if (in->mode == PA_CHOOSE_COST) {
-        return pa_choose_cost_mode(in, out, tw, tweight);
     }
 
     memset(&best, 0, sizeof(pa_cand_t));
@@ -228,66 +222,6 @@ pa_choice_name(pa_choice_e kind)
     }
 
     return "unknown";
-}
-
-
-/*
- * every usable server is scored by its work in flight with the request
- * added, the request counting only its part past the blocks the server
- * holds: the prefill that would queue before its first token.  a match
- * wins while the work it saves is more than the queue it joins.
- */
-
-static int
-pa_choose_cost_mode(const pa_choose_in_t *in, pa_choice_t *out,
-    uint64_t total_work, uint64_t total_weight)
-{
-    int        over;
-    uint32_t   s;
-    pa_cand_t  c, best, least;
-    pa_load_t  load;
-
-    memset(&best, 0, sizeof(pa_cand_t));
-    memset(&least, 0, sizeof(pa_cand_t));
-    over = 0;
-
-    for (s = 0; s < in->nservers; s++) {
-
-        if (pa_choose_load(in, s, &load, &c) != PA_SERVER_USABLE) {
-            continue;
-        }
-
-        if (pa_choose_better(&c, &least, 0)) {
-            least = c;
-        }
-
-        if (!pa_choose_within(in, &load, &c, total_work, total_weight)) {
-            if (c.depth > 0) {
-                over = 1;
-            }
-
-            continue;
-        }
-
-        if (pa_choose_better(&c, &best, 0)) {
-            best = c;
-        }
-    }
-
-    if (best.have) {
-        pa_choose_set(out, &best,
-                      (best.depth > 0) ? PA_CHOICE_MATCH
-                      : (over ? PA_CHOICE_SPILL : PA_CHOICE_COLD));
-        return 0;
-    }
-
-    if (!least.have) {
-        return -1;
-    }
-
-    pa_choose_set(out, &least, PA_CHOICE_LEAST);
-
-    return 0;
 }
 
 

@@ -35,12 +35,6 @@ typedef enum {
 
 
 typedef enum {
-    PA_CHOOSE_DEPTH = 0,          /* the deepest match within the bounds */
-    PA_CHOOSE_COST                /* the least work after the request */
-} pa_choose_e;
-
-
-typedef enum {
     PA_COLD_RING = 0,             /* the ring walk within the bounds */
     PA_COLD_LEAST                 /* the least work within the bounds */
 } pa_cold_e;
@@ -78,7 +72,6 @@ typedef struct {
     uint64_t            slack;        /* work over the relative bound */
     uint64_t            threshold;    /* requests in flight, 0: no cap */
     pa_cold_e           cold;
-    pa_choose_e         mode;
     const pa_ring_t    *ring;         /* PA_COLD_RING; NULL: least work */
 
     /*
