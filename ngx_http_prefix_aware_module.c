@@ -766,6 +766,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->balance = 125;
     pacf->capacity = 262144;
     pacf->cold = PA_COLD_RING;
+    pacf->match = 60;
 
     value = cf->args->elts;
 
@@ -832,8 +833,8 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid parameter \"%V\" in \"prefix_aware\", "
                            "it takes length=, threshold=, format=, index=, "
-                           "block=, capacity=, balance=, cold=, strategy= "
-                           "and strategy_default=",
+                           "block=, capacity=, balance=, cold=, match=, "
+                           "strategy= and strategy_default=",
                            &value[i]);
         return NGX_CONF_ERROR;
     }

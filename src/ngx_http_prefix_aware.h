@@ -263,6 +263,7 @@ typedef struct {
     ngx_uint_t                             balance;   /* F x 100, 0: off */
     ngx_uint_t                             capacity;  /* tokens a server */
     pa_cold_e                              cold;
+    ngx_uint_t                             match;     /* percent */
     ngx_shm_zone_t                        *index_zone;
     pa_index_t                             index;
 
@@ -312,6 +313,7 @@ typedef struct {
     uint64_t                              *blocks;
     uint64_t                               ring_key;
     uint64_t                               units;
+    uint64_t                               total_units;
     uint64_t                               cost;
     uint32_t                               nblocks;
     uint32_t                               depth;

@@ -110,6 +110,16 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
         return NGX_OK;
     }
 
+    if (ngx_strncmp(value->data, "match=", 6) == 0) {
+        rv = ngx_http_prefix_aware_number(cf, value, 6, 0, 100,
+                                          &pacf->match);
+        if (rv != NGX_CONF_OK) {
+            return NGX_ERROR;
+        }
+
+        return NGX_OK;
+    }
+
     if (ngx_strncmp(value->data, "cold=", 5) == 0) {
         s.data = value->data + 5;
         s.len = value->len - 5;
@@ -391,6 +401,7 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
 
     in.key = pd->ring_key;
     in.units = pd->units;
+    in.total_units = pd->total_units;
     in.decode = NGX_HTTP_PREFIX_AWARE_DECODE;
     in.block_units = (uint32_t) pacf->block;
     in.nfound = nfound;
@@ -400,6 +411,8 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
     in.balance = (uint32_t) pacf->balance;
     in.threshold = pacf->threshold;
     in.cold = pacf->cold;
+    in.match = (uint32_t) pacf->match;
+    in.slack = pacf->length + NGX_HTTP_PREFIX_AWARE_DECODE;
     in.ring = &pacf->ring;
     in.probe = ngx_http_prefix_aware_index_probe;
     in.ctx = pd;
@@ -453,14 +466,18 @@ ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_uint_t server)
 {
     uint32_t                             b;
+    uint64_t                             size;
     ngx_http_prefix_aware_srv_conf_t    *pacf;
     ngx_http_prefix_aware_shm_server_t  *s;
 
     pacf = pd->conf;
     s = pacf->shm_server[server];
 
-    pa_index_record(&pacf->index, pacf->id[server], pd->blocks, pd->nblocks,
-                    pd->depth);
+    size = (pd->total_units + pacf->block - 1) / pacf->block;
+
+    pa_index_record_size(&pacf->index, pacf->id[server], pd->blocks,
+                         pd->nblocks, pd->depth,
+                         (uint32_t) ngx_min(size, 0x7fffffff));
 
     ngx_atomic_fetch_add(&s->work, (ngx_atomic_int_t) pd->cost);
 

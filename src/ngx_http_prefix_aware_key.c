@@ -137,8 +137,8 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
 
     pd->id = idlen ? 1 : 0;
 
-    /* a new family of prompts is placed by its first block */
-    pd->ring_key = pd->nblocks ? pd->blocks[0] : pd->hash;
+    /* a prefix nobody holds enough of is placed by its key, as index=off */
+    pd->ring_key = pd->hash;
 
     return NGX_OK;
 }
@@ -289,6 +289,7 @@ blocks:
 
     pd->nblocks = pa_blocks_finish(b, seed);
     pd->units = ngx_min(b->units, (uint64_t) pacf->length);
+    pd->total_units = b->units;
 
     return NGX_OK;
 }

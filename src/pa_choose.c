@@ -74,6 +74,19 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
             continue;
         }
 
+        /*
+         * a match of a small part of the prefix, as a system prompt
+         * shared by every conversation, does not outweigh the ring: the
+         * rest of the prefix, and the requests that will share it, go to
+         * the key's home
+         */
+
+        if ((uint64_t) in->depth[s] * in->block_units * 100
+            < (uint64_t) in->match * in->units)
+        {
+            continue;
+        }
+
         if (pa_choose_load(in, s, &load, &c) != PA_SERVER_USABLE) {
             continue;
         }
@@ -246,8 +259,8 @@ pa_choose_load(const pa_choose_in_t *in, uint32_t s, pa_load_t *load,
 
     c->server = s;
     c->depth = (in->depth != NULL) ? in->depth[s] : 0;
-    c->cost = pa_choose_cost(in->units, c->depth, in->block_units,
-                             in->decode);
+    c->cost = pa_choose_cost(in->total_units ? in->total_units : in->units,
+                             c->depth, in->block_units, in->decode);
     c->after = load->work + c->cost;
     c->weight = load->weight ? load->weight : 1;
     c->tie = pa_choose_mix(in->key ^ pa_choose_mix(load->id_hash));
@@ -278,11 +291,23 @@ pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
         return 1;
     }
 
-    /* after / weight <= F / 100 * (total + cost) / total_weight */
+    /*
+     * work / weight <= F / 100 * (total + cost) / total_weight: a server
+     * not above the bound takes the request, whatever its cost, as a
+     * server below the ceiling takes one in consistent hashing with
+     * bounded loads; a bound on the work after it would turn a single
+     * long prompt away from every server that has any work at all.
+     * "slack" more (a cold request's work) keeps a few requests in
+     * flight from looking like an imbalance: the mean of a few long
+     * and short prompts says little, as in the absolute threshold of
+     * SGLang's gateway
+     */
 
-    lhs = (double) c->after * (double) total_weight * 100.0;
+    lhs = (double) load->work * (double) total_weight * 100.0;
     rhs = (double) in->balance * (double) (total_work + c->cost)
-          * (double) c->weight;
+          * (double) c->weight
+          + 100.0 * (double) in->slack * (double) c->weight
+            * (double) total_weight;
 
     return lhs <= rhs;
 }

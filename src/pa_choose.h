@@ -58,6 +58,7 @@ typedef struct {
     /* the request */
     uint64_t            key;          /* ring key of its prefix */
     uint64_t            units;        /* its prefix length in units */
+    uint64_t            total_units;  /* its prompt's, 0: "units" */
     uint64_t            decode;       /* work counted past the prefill */
     uint32_t            block_units;
     uint32_t            nfound;       /* servers in "found" */
@@ -67,6 +68,8 @@ typedef struct {
     /* the servers */
     uint32_t            nservers;
     uint32_t            balance;      /* F x 100, 0: no relative bound */
+    uint32_t            match;        /* % of units a match must cover */
+    uint64_t            slack;        /* work over the relative bound */
     uint64_t            threshold;    /* requests in flight, 0: no cap */
     pa_cold_e           cold;
     const pa_ring_t    *ring;         /* PA_COLD_RING; NULL: least work */

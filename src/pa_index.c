@@ -202,6 +202,14 @@ void
 pa_index_record(pa_index_t *idx, uint32_t server, const uint64_t *hashes,
     uint32_t n, uint32_t cached)
 {
+    pa_index_record_size(idx, server, hashes, n, cached, n);
+}
+
+
+void
+pa_index_record_size(pa_index_t *idx, uint32_t server,
+    const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t size)
+{
     uint32_t          i, k, stamp, added, half;
     uint64_t          end;
     pa_index_hdr_t   *hdr;
@@ -212,7 +220,8 @@ pa_index_record(pa_index_t *idx, uint32_t server, const uint64_t *hashes,
     }
 
     cached = (cached > n) ? n : cached;
-    added = n - cached;
+    size = (size < n) ? n : size;
+    added = size - cached;
 
     /*
      * the whole prefix gets one stamp, the counter after the request's

@@ -127,6 +127,14 @@ void pa_index_record(pa_index_t *idx, uint32_t server,
     const uint64_t *hashes, uint32_t n, uint32_t cached);
 
 /*
+ * the same for a request that takes "size" blocks of the server's cache
+ * (size >= n): its whole prompt is cached there, the blocks past the
+ * indexed ones too, and ages what the server held by as much
+ */
+void pa_index_record_size(pa_index_t *idx, uint32_t server,
+    const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t size);
+
+/*
  * the depth, in leading blocks, that each server holds of the prefix:
  * "depth" gets nservers values; "found", if not NULL, gets the servers
  * of depth > 0 (room for nservers) and "nfound" their number.  returns

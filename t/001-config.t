@@ -152,7 +152,7 @@ invalid "format" value "xml" in "prefix_aware", it must be "auto", "body" or "op
 GET /t
 --- must_die
 --- error_log
-invalid parameter "lenght=4096" in "prefix_aware", it takes length=, threshold=, format=, index=, block=, capacity=, balance=, cold=, strategy= and strategy_default=
+invalid parameter "lenght=4096" in "prefix_aware", it takes length=, threshold=, format=, index=, block=, capacity=, balance=, cold=, match=, strategy= and strategy_default=
 
 
 
@@ -574,10 +574,25 @@ GET /t
 invalid "cold" value "far" in "prefix_aware", it must be "ring" or "least"
 
 
+=== TEST 31a: match=101 is above the range
+--- http_config
+    upstream up {
+        prefix_aware index=1m match=101;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "match" value "101" in "prefix_aware", it must be a number from 0 to 100
+
+
 === TEST 32: every routing v2 parameter at once is accepted, and index=off
 --- http_config
     upstream up {
-        prefix_aware length=1024 index=256k block=16 capacity=1024 balance=1.5 cold=least;
+        prefix_aware length=1024 index=256k block=16 capacity=1024 balance=1.5 cold=least match=0;
         server 127.0.0.1:1985;
     }
     upstream off {

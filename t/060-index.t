@@ -5,8 +5,10 @@
 #
 # 1. index=off: the members of a family land on several servers.
 # 2. index=1m: every member after the first lands where the first went,
-#    with $prefix_aware_depth 14 (1,900 bytes hold 14 blocks of 128); a
-#    body that shares only the first 300 bytes follows with depth 2.
+#    with $prefix_aware_depth 14 (1,900 bytes hold 14 blocks of 128, 65 %
+#    of the body, over match=60); a body that shares only the first 300
+#    bytes (2 blocks, 13 %) is placed by its key, where index=off sends
+#    it, and with match=0 (upstream v3) it follows the deepest holder.
 # 3. The index is shared by the workers (worker_processes 2, a connection
 #    per request) and kept across a reload: after it, a new member of an
 #    old family still lands on its server.
@@ -42,12 +44,17 @@ $servers    }
         prefix_aware length=4096 index=1m block=128;
 $servers    }
 
+    upstream v3 {
+        prefix_aware length=4096 index=1m block=128 match=0;
+$servers    }
+
     server {
         listen 127.0.0.1:$listen;
         add_header X-Depth \$prefix_aware_depth;
         add_header X-Route \$prefix_aware_route;
         location /v1/ { proxy_pass http://v1; }
         location /v2/ { proxy_pass http://v2; }
+        location /v3/ { proxy_pass http://v3; }
         location /st { prefix_aware_status; }
     }
 _EOC_
@@ -100,9 +107,16 @@ is_deeply [ sort { $a <=> $b } keys %{{ map { $_ => 1 } @depth }} ], [14],
 my %homes = map { $_ => 1 } values %home;
 ok keys %homes >= 3, 'the families spread over ' . keys(%homes) . ' servers';
 
-my ($to, $d) = send_body('/v2/x', substr($family[0], 0, 300) . rnd(2000));
-is $d, '2', 'a body that shares only 300 bytes matches 2 blocks';
-is $to, $home{$family[0]}, '... and follows the deepest holder';
+my $short = substr($family[0], 0, 300) . rnd(2000);
+my ($to, $d, $rt) = send_body('/v2/x', $short);
+is $rt, 'affinity', 'a body that shares only 300 bytes is placed by its key';
+is $to, (send_body('/v1/x', $short))[0], '... on its home with index=off';
+my $short_depth = $d;
+
+my ($first3) = send_body('/v3/x', $family[0] . rnd(1000));
+($to, $d) = send_body('/v3/x', substr($family[0], 0, 300) . rnd(2000));
+is $d, '2', 'match=0: a body that shares only 300 bytes matches 2 blocks';
+is $to, $first3, '... and follows the deepest holder';
 
 # 3. kept across a reload
 $ng->reload($http);
@@ -125,17 +139,20 @@ my $ix = $json->{upstreams}{v2}{index};
 ok $ix, 'the JSON has the index of v2' or diag explain $json->{upstreams}{v2};
 ok !exists $json->{upstreams}{v1}{index}, 'and none for v1 (index=off)';
 is $ix->{block}, 128, 'block 128';
-is $ix->{placed}{match}, 12 * 5 + 1 + 12,
-   'placed by match: the followers, the 300-byte body, the 12 after reload';
-is $ix->{placed}{cold} + $ix->{placed}{spill} + $ix->{placed}{least}, 12,
-   'the 12 first members were placed cold (or spilled)';
-is $ix->{depth}{buckets}[0], 12, '12 requests matched nothing';
+is $ix->{placed}{match}, 12 * 5 + 12,
+   'placed by match: the followers and the 12 after reload';
+is $ix->{placed}{cold} + $ix->{placed}{spill} + $ix->{placed}{least}, 13,
+   'the 12 first members and the 300-byte body were placed cold';
+is $ix->{depth}{buckets}[0], $short_depth ? 12 : 13,
+   'the first members matched nothing (and the 300-byte body, off its '
+   . 'holder)';
+is $ix->{match}, 60, 'match 60 by default';
 ok $ix->{used} > 0 && $ix->{used} <= $ix->{entries},
    "the index holds $ix->{used} of $ix->{entries} entries";
 is_deeply [ map { $_->{inflight} } @{ $json->{upstreams}{v2}{servers} } ],
           [0, 0, 0, 0], 'nothing left in flight';
 
-like $prom, qr/^nginx_prefix_aware_placed_total\{upstream="v2",how="match"\} 73$/m,
+like $prom, qr/^nginx_prefix_aware_placed_total\{upstream="v2",how="match"\} 72$/m,
      'Prometheus: placed_total';
 like $prom, qr/^nginx_prefix_aware_matched_depth_count\{upstream="v2"\} 85$/m,
      'Prometheus: matched_depth histogram';

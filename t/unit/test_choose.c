@@ -182,6 +182,32 @@ test_match(void)
     CHECK(a + b == 1000);
     CHECK_MSG(a > 400 && b > 400, "ties %d and %d", a, b);
 
+    /*
+     * match=60: a holder of under 60 % of the prefix is no match, the
+     * key's ring home takes it (cold); 600 of 1000 units is one
+     */
+    setup(&in, &cl, depth, found);
+    in.match = 60;
+    depth[3] = 5;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD);
+    a = ch.server;
+    depth[3] = 0;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && (int) ch.server == a);
+    depth[3] = 6;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+
+    /* the cost counts the whole prompt, the match only its prefix */
+    in.total_units = 5000;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+    CHECK(ch.cost == 5000 - 600);
+
     /* a holder that is down is passed over: cold, not spill */
     setup(&in, &cl, depth, found);
     depth[4] = 9;
@@ -229,26 +255,40 @@ test_bounds(void)
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 1);
 
-    /* exactly at the bound is within: (100 + 500) * 8 <= 4 * (x + 500) */
+    /*
+     * exactly at the bound is within: the server's work before the
+     * request, per weight, against F times the mean with it,
+     * 1000 * 8 <= 4 * (1000 + x + 500)
+     */
     setup(&in, &cl, depth, found);
     depth[2] = 5;
     set_found(&in, depth, found);
     in.balance = 400;
-    cl.work[2] = 100;
-    cl.work[0] = 600;                   /* total 700: 4 * 1200 = 4800 */
+    cl.work[2] = 1000;
+    cl.work[0] = 500;                   /* 4 * 2000 = 8000 */
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 2);
 
-    cl.work[0] = 599;                   /* 4 * 1199 < 4800: over */
+    cl.work[0] = 499;                   /* 4 * 1999 < 8000: over */
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 2);
 
     /* the caller's totals are used as given */
     in.totals = 1;
-    in.total_work = 700;
+    in.total_work = 1500;
     in.total_weight = 8;
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 2);
+
+    /* "slack" more work is within: 1000 <= 4 * 1999 / 8 + 1 */
+    in.totals = 0;
+    in.slack = 1;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 2);
+
+    in.slack = 0;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 2);
 
     /* an idle cluster accepts, whatever F */
     setup(&in, &cl, depth, found);
@@ -440,18 +480,20 @@ test_weights(void)
     CHECK(ch.server == 5);
 
     /*
-     * the relative bound per weight: server 2 holds a block, the request
-     * costs it 900; the mean with the request is (6250 + 900) / 9 =
-     * 794.4 per weight, F = 1.3 gives 1032.8 >= 1000: within
+     * the relative bound per weight: server 2 holds a block, has 1000
+     * in flight and the request costs it 900; the mean with the request
+     * is (7150 + 900) / 9 = 894.4 per weight, F = 1.12 gives 1001.8 >=
+     * 1000: within
      */
-    in.balance = 130;
+    in.balance = 112;
     depth[2] = 1;
     set_found(&in, depth, found);
+    cl.work[2] = 1000;
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 2 && ch.cost == 900);
 
-    /* F = 1.2 gives 953.3 < 1000: over, server 5 has room for 1906 */
-    in.balance = 120;
+    /* F = 1.11 gives 992.8 < 1000: over, server 5 has room */
+    in.balance = 111;
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_SPILL && ch.server == 5);
 }

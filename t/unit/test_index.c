@@ -331,7 +331,7 @@ static void
 test_capacity(void)
 {
     size_t            size;
-    uint64_t          a[CHAIN], b[200];
+    uint64_t          a[CHAIN], b[200], c[CHAIN], d[200];
     uint32_t          depth[NSRV];
     void             *region;
     pa_index_t        idx;
@@ -344,6 +344,8 @@ test_capacity(void)
 
     chain(3, CHAIN, a, CHAIN);
     chain(4, 200, b, 200);
+    chain(5, CHAIN, c, CHAIN);
+    chain(6, 200, d, 200);
 
     pa_index_record(&idx, 0, a, 10, 0);     /* counter 10, stamp 10 */
     pa_index_record(&idx, 0, b, 90, 0);     /* counter 100 */
@@ -386,6 +388,31 @@ test_capacity(void)
 
     pa_index_stats(&idx, &st);
     CHECK(st.fresh >= 10);
+
+    /*
+     * a prompt longer than its indexed blocks takes its whole length of
+     * the cache: 10 indexed blocks of a 101-block prompt age the server
+     * as 101 blocks do
+     */
+    pa_index_record(&idx, 4, c, 10, 0);             /* counter 10 */
+    pa_index_record_size(&idx, 4, d, 10, 0, 100);   /* 110: c in */
+    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[4] == 10);
+    pa_index_record_size(&idx, 4, d + 10, 1, 0, 1); /* 111: c out */
+    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[4] == 0);
+    (void) pa_index_match(&idx, d, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[4] == 10);
+
+    /* a size below the blocks counts as the blocks */
+    pa_index_record(&idx, 5, c, 10, 0);             /* counter 10 */
+    pa_index_record_size(&idx, 5, d, 10, 0, 3);     /* 20 */
+    pa_index_record_size(&idx, 5, d + 10, 90, 0, 0);    /* 110 */
+    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[5] == 10);
+    pa_index_record_size(&idx, 5, d + 100, 1, 0, 1);    /* 111 */
+    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[5] == 0);
 
     /* a larger cache keeps more */
     pa_index_set_capacity(&idx, 1, 1000);
