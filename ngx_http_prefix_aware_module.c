@@ -46,6 +46,13 @@ static ngx_command_t  ngx_http_prefix_aware_commands[] = {
       0,
       NULL },
 
+    { ngx_string("prefix_aware_model"),
+      NGX_HTTP_UPS_CONF|NGX_CONF_2MORE,
+      ngx_http_prefix_aware_model,
+      NGX_HTTP_SRV_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("prefix_aware_status"),
       NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
       ngx_http_prefix_aware_status,
@@ -254,6 +261,10 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     pacf->nservers = n;
     pacf->upstream = us;
 
+    if (ngx_http_prefix_aware_models_init(cf, pacf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     if (pacf->index_size) {
         pacf->max_blocks = ngx_max(pacf->length / pacf->block, 1);
 
@@ -448,7 +459,7 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
 
         /* all peers failed, mark them as live for quick recovery */
 
-        for (peer = peers->peer; peer; peer = peer->next) {
+        for (peer = peers->peer; peer && pd->set == NULL; peer = peer->next) {
             peer->fails = 0;
         }
 
@@ -515,6 +526,10 @@ ngx_http_prefix_aware_probe(void *ctx, uint32_t server, uint64_t *inflight)
 
     n = server / (8 * sizeof(uintptr_t));
     m = (uintptr_t) 1 << server % (8 * sizeof(uintptr_t));
+
+    if (pd->set && !(pd->set[n] & m)) {
+        return PA_SERVER_ABSENT;
+    }
 
     if (pd->rrp.tried[n] & m) {
         return PA_SERVER_UNUSABLE;
@@ -789,6 +804,10 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
         rc = ngx_http_prefix_aware_index_param(cf, pacf, &value[i]);
 
+        if (rc == NGX_DECLINED) {
+            rc = ngx_http_prefix_aware_models_param(cf, pacf, &value[i]);
+        }
+
         if (rc == NGX_OK) {
             continue;
         }
@@ -800,8 +819,9 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid parameter \"%V\" in \"prefix_aware\", "
                            "it takes length=, threshold=, format=, index=, "
-                           "block=, capacity=, balance= and cold=",
-                           &value[i]);
+                           "block=, capacity=, balance=, cold=, models=, "
+                           "models_interval=, model_header= and "
+                           "model_fallback=", &value[i]);
         return NGX_CONF_ERROR;
     }
 

@@ -18,30 +18,10 @@
 #define NGX_HTTP_PREFIX_AWARE_STATUS_BUF  4096
 
 
-/*
- * like njs's chain buffer (njs_chb_t): a failed allocation is remembered
- * and later writes do nothing, so the page is checked once, at its end
- */
-
-typedef struct {
-    size_t                                 size;
-    ngx_pool_t                            *pool;
-    ngx_chain_t                           *out;
-    ngx_chain_t                           *last;
-    ngx_uint_t                             error;
-} ngx_http_prefix_aware_writer_t;
-
-
 static ngx_int_t ngx_http_prefix_aware_buf(ngx_http_prefix_aware_writer_t *w,
     size_t size);
-static void ngx_http_prefix_aware_printf(ngx_http_prefix_aware_writer_t *w,
-    const char *fmt, ...);
-static void ngx_http_prefix_aware_escape(ngx_http_prefix_aware_writer_t *w,
-    ngx_str_t *dst, ngx_str_t *src, ngx_uint_t json);
 static const char *ngx_http_prefix_aware_state(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t i);
-static void ngx_http_prefix_aware_family(ngx_http_prefix_aware_writer_t *w,
-    const char *name, const char *type, const char *help);
 static void ngx_http_prefix_aware_prometheus(
     ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_http_prefix_aware_writer_t *w);
@@ -234,7 +214,7 @@ ngx_http_prefix_aware_buf(ngx_http_prefix_aware_writer_t *w, size_t size)
  * each time until it fits: a line of any length, never past an end
  */
 
-static void
+void
 ngx_http_prefix_aware_printf(ngx_http_prefix_aware_writer_t *w,
     const char *fmt, ...)
 {
@@ -278,7 +258,7 @@ ngx_http_prefix_aware_printf(ngx_http_prefix_aware_writer_t *w,
  * double quote and line feed; copied only if it needs escaping
  */
 
-static void
+void
 ngx_http_prefix_aware_escape(ngx_http_prefix_aware_writer_t *w,
     ngx_str_t *dst, ngx_str_t *src, ngx_uint_t json)
 {
@@ -369,7 +349,7 @@ ngx_http_prefix_aware_state(ngx_http_prefix_aware_srv_conf_t *pacf,
 }
 
 
-static void
+void
 ngx_http_prefix_aware_family(ngx_http_prefix_aware_writer_t *w,
     const char *name, const char *type, const char *help)
 {
@@ -555,6 +535,8 @@ ngx_http_prefix_aware_prometheus(ngx_http_prefix_aware_main_conf_t *pamcf,
             }
         }
     }
+
+    ngx_http_prefix_aware_models_prometheus(pamcf, w, label);
 }
 
 
@@ -630,6 +612,10 @@ ngx_http_prefix_aware_json(ngx_http_prefix_aware_main_conf_t *pamcf,
 
         if (c->index_size) {
             ngx_http_prefix_aware_json_index(c, w);
+        }
+
+        if (c->models) {
+            ngx_http_prefix_aware_models_json(c, w);
         }
 
         ngx_http_prefix_aware_printf(w, "      \"servers\": [");

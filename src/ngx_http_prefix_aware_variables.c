@@ -3,7 +3,7 @@
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
  * Variables for access logs: $prefix_aware_hash, $prefix_aware_route,
- * $prefix_aware_source, $prefix_aware_depth.
+ * $prefix_aware_source, $prefix_aware_depth, $prefix_aware_model.
  */
 
 
@@ -27,6 +27,9 @@ static ngx_http_variable_t  ngx_http_prefix_aware_vars[] = {
 
     { ngx_string("prefix_aware_depth"), NULL, ngx_http_prefix_aware_variable,
       3, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("prefix_aware_model"), NULL, ngx_http_prefix_aware_variable,
+      4, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -102,6 +105,11 @@ ngx_http_prefix_aware_variable(ngx_http_request_t *r,
 
         v->len = ngx_sprintf(p, "%uD", pd->depth) - p;
         v->data = p;
+        return NGX_OK;
+
+    case 4:
+        v->len = pd->model_name.len;
+        v->data = pd->model_name.data ? pd->model_name.data : (u_char *) "";
         return NGX_OK;
 
     default: /* 2 */
