@@ -319,6 +319,7 @@ struct ngx_http_prefix_aware_shm_model_s {
 struct ngx_http_prefix_aware_shm_mserver_s {
     ngx_http_prefix_aware_shm_mserver_t   *next;
     time_t                                 answered;  /* 0: never */
+    ngx_msec_t                             answered_ms;
     ngx_uint_t                             failing;
     ngx_uint_t                             wild;      /* serves all */
     ngx_uint_t                             nmodels;

@@ -81,16 +81,18 @@ ngx_http_prefix_aware_models_start(ngx_cycle_t *cycle,
 
 
 /*
- * a round starts when the last one, by any worker, is at least 3/4 of an
- * interval old; the timer looks every quarter of an interval, so rounds
- * are 3/4 to 1 interval apart
+ * a round starts an interval after the last one, by whichever worker's
+ * timer fires first then: each sets its timer to the next round's time,
+ * read from the zone, and a compare-and-swap of the round's time there
+ * lets one of them through
  */
 
 static void
 ngx_http_prefix_aware_models_timer(ngx_event_t *ev)
 {
     ngx_uint_t                       j;
-    ngx_msec_t                       now;
+    ngx_msec_t                       now, next;
+    ngx_msec_int_t                   elapsed;
     ngx_atomic_uint_t                last;
     ngx_http_prefix_aware_models_t  *m;
 
@@ -102,11 +104,12 @@ ngx_http_prefix_aware_models_timer(ngx_event_t *ev)
 
     now = ngx_current_msec;
     last = m->sh->polled;
+    elapsed = (ngx_msec_int_t) (now - (ngx_msec_t) last);
+
+    /* a timer may fire a few milliseconds early as nginx rounds them */
 
     if (m->pending == 0
-        && (last == 0
-            || (ngx_msec_int_t) (now - (ngx_msec_t) last)
-               >= (ngx_msec_int_t) (m->interval - m->interval / 4))
+        && (last == 0 || elapsed >= (ngx_msec_int_t) m->interval - 5)
         && ngx_atomic_cmp_set(&m->sh->polled, last, now ? now : 1))
     {
         m->pool = ngx_create_pool(4096, ev->log);
@@ -124,7 +127,17 @@ ngx_http_prefix_aware_models_timer(ngx_event_t *ev)
         }
     }
 
-    ngx_add_timer(ev, ngx_max(m->interval / 4, 1));
+    last = m->sh->polled;
+    elapsed = (ngx_msec_int_t) (now - (ngx_msec_t) last);
+
+    if (elapsed < 0 || elapsed >= (ngx_msec_int_t) m->interval) {
+        next = m->interval;
+
+    } else {
+        next = m->interval - (ngx_msec_t) elapsed;
+    }
+
+    ngx_add_timer(ev, ngx_max(next, 10));
 }
 
 
@@ -402,7 +415,8 @@ static void
 ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
     ngx_uint_t ok)
 {
-    time_t                                now, hold;
+    time_t                                now;
+    ngx_msec_t                            hold;
     uint64_t                    listed[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
     ngx_int_t                             k;
     ngx_str_t                            *name;
@@ -484,6 +498,7 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
         ngx_memcpy(rec->listed, listed, sizeof(listed));
         rec->nmodels = p->nids;
         rec->answered = now;
+        rec->answered_ms = ngx_current_msec;
         rec->failing = 0;
         rec->wild = 0;
 
@@ -497,10 +512,14 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
 
         rec->failing = 1;
 
-        hold = (time_t) (NGX_HTTP_PREFIX_AWARE_MODELS_HOLD * m->interval
-                         / 1000);
+        /* the monotonic clock, the same in every process */
 
-        if (!rec->wild && now - rec->answered >= hold) {
+        hold = NGX_HTTP_PREFIX_AWARE_MODELS_HOLD * m->interval;
+
+        if (!rec->wild
+            && (ngx_msec_int_t) (ngx_current_msec - rec->answered_ms)
+               >= (ngx_msec_int_t) hold)
+        {
             rec->wild = 1;
             changed = 1;
 
