@@ -237,7 +237,7 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
             seed = res.meta;
 
             if (res.has_model) {
-                pd->model_hash = res.model;
+                pd->model_hash = res.model ? res.model : 1;
                 pd->has_model = 1;
             }
 
