@@ -367,9 +367,10 @@ struct ngx_http_prefix_aware_models_s {
     u_char                                *known;
     ngx_http_prefix_aware_shm_mserver_t  **rec;
 
-    /* per process: the poller, and the pool of its round */
+    /* per process: the poller, and the pool and polls of its round */
     ngx_event_t                            timer;
     ngx_pool_t                            *pool;
+    void                                 **polls;
     ngx_uint_t                             pending;
 };
 
@@ -445,12 +446,13 @@ ngx_int_t ngx_http_prefix_aware_models_route(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd);
 ngx_int_t ngx_http_prefix_aware_models_slot(
     ngx_http_prefix_aware_models_shm_t *sh, uint64_t hash, u_char *name,
-    size_t len);
+    size_t len, uint64_t *taken, ngx_uint_t force);
 void ngx_http_prefix_aware_models_build(ngx_http_prefix_aware_models_t *m);
 
 /* ngx_http_prefix_aware_discover.c */
 void ngx_http_prefix_aware_models_start(ngx_cycle_t *cycle,
     ngx_http_prefix_aware_main_conf_t *pamcf);
+void ngx_http_prefix_aware_models_stop(void *data);
 
 /* ngx_http_prefix_aware_models_status.c */
 void ngx_http_prefix_aware_models_json(ngx_http_prefix_aware_srv_conf_t *c,

@@ -115,6 +115,15 @@ ngx_http_prefix_aware_models_timer(ngx_event_t *ev)
         m->pool = ngx_create_pool(4096, ev->log);
 
         if (m->pool) {
+            m->polls = ngx_pcalloc(m->pool, m->pacf->nservers * sizeof(void *));
+
+            if (m->polls == NULL) {
+                ngx_destroy_pool(m->pool);
+                m->pool = NULL;
+            }
+        }
+
+        if (m->pool) {
             ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ev->log, 0,
                            "prefix_aware models: polling the %ui servers",
                            m->pacf->nservers);
@@ -157,10 +166,15 @@ ngx_http_prefix_aware_models_poll(ngx_http_prefix_aware_models_t *m,
 
     p = ngx_pcalloc(m->pool, sizeof(ngx_http_prefix_aware_poll_t));
     if (p == NULL) {
-        m->pending--;
+        if (--m->pending == 0) {
+            ngx_destroy_pool(m->pool);
+            m->pool = NULL;
+        }
+
         return;
     }
 
+    m->polls[server] = p;
     p->models = m;
     p->server = server;
 
@@ -209,6 +223,42 @@ ngx_http_prefix_aware_models_poll(ngx_http_prefix_aware_models_t *m,
     if (rc == NGX_OK) {
         ngx_http_prefix_aware_models_write(c->write);
     }
+}
+
+
+/*
+ * the configuration's pool goes (a process exits, or a single process
+ * reloads): its timer and the polls of a round in progress go with it
+ */
+
+void
+ngx_http_prefix_aware_models_stop(void *data)
+{
+    ngx_http_prefix_aware_models_t  *m = data;
+
+    ngx_uint_t                     j;
+    ngx_http_prefix_aware_poll_t  *p;
+
+    if (m->timer.timer_set) {
+        ngx_del_timer(&m->timer);
+    }
+
+    if (m->pool == NULL) {
+        return;
+    }
+
+    for (j = 0; j < m->pacf->nservers; j++) {
+        p = m->polls[j];
+
+        if (p && p->pc.connection) {
+            ngx_close_connection(p->pc.connection);
+            p->pc.connection = NULL;
+        }
+    }
+
+    ngx_destroy_pool(m->pool);
+    m->pool = NULL;
+    m->pending = 0;
 }
 
 
@@ -473,7 +523,7 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
         for (i = 0; i < p->nids; i++) {
             k = ngx_http_prefix_aware_models_slot(sh, p->ids[i],
                                                   p->names[i].name,
-                                                  p->names[i].len);
+                                                  p->names[i].len, listed, 0);
             if (k < 0) {
                 full++;
                 continue;
@@ -496,7 +546,7 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
         }
 
         ngx_memcpy(rec->listed, listed, sizeof(listed));
-        rec->nmodels = p->nids;
+        rec->nmodels = p->nids + p->dropped;
         rec->answered = now;
         rec->answered_ms = ngx_current_msec;
         rec->failing = 0;

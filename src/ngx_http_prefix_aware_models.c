@@ -263,6 +263,7 @@ ngx_http_prefix_aware_models_init(ngx_conf_t *cf,
     size_t                           len;
     ngx_str_t                       *s, *name;
     ngx_uint_t                       i, j, k, found;
+    ngx_pool_cleanup_t              *cln;
     ngx_http_prefix_aware_model_t   *d;
     ngx_http_prefix_aware_models_t  *m;
 
@@ -327,6 +328,16 @@ ngx_http_prefix_aware_models_init(ngx_conf_t *cf,
         || m->rec == NULL)
     {
         return NGX_ERROR;
+    }
+
+    if (m->discover) {
+        cln = ngx_pool_cleanup_add(cf->pool, 0);
+        if (cln == NULL) {
+            return NGX_ERROR;
+        }
+
+        cln->handler = ngx_http_prefix_aware_models_stop;
+        cln->data = m;
     }
 
     return ngx_http_prefix_aware_models_zone(cf, m);
@@ -422,10 +433,10 @@ ngx_http_prefix_aware_models_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     d = m->declared.elts;
 
     for (i = 0; i < m->declared.nelts; i++) {
-        k = ngx_http_prefix_aware_models_slot(sh, d[i].hash, d[i].name.data,
-                                              d[i].name.len);
-
         /* there are at most as many declared models as slots */
+
+        k = ngx_http_prefix_aware_models_slot(sh, d[i].hash, d[i].name.data,
+                                              d[i].name.len, NULL, 1);
 
         sh->model[k].declared = 1;
         d[i].slot = &sh->model[k];
@@ -441,17 +452,21 @@ ngx_http_prefix_aware_models_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 
 /*
  * the slot of a model, made if need be: a free one, else one of a model
- * that is not declared and that no server lists; -1 if none
+ * that is not declared and that no server lists (nor "taken", the slots
+ * of the list being read); with "force" (a declared model), else any slot
+ * of a model that is not declared, taken from the lists; -1 if none
  */
 
 ngx_int_t
 ngx_http_prefix_aware_models_slot(ngx_http_prefix_aware_models_shm_t *sh,
-    uint64_t hash, u_char *name, size_t len)
+    uint64_t hash, u_char *name, size_t len, uint64_t *taken,
+    ngx_uint_t force)
 {
-    ngx_int_t                             i, free;
-    uint64_t                    used[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+    uint64_t                              bit;
+    ngx_int_t                             i, w, free;
     ngx_http_prefix_aware_shm_model_t    *s;
     ngx_http_prefix_aware_shm_mserver_t  *rec;
+    uint64_t                    used[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
 
     free = -1;
 
@@ -468,15 +483,19 @@ ngx_http_prefix_aware_models_slot(ngx_http_prefix_aware_models_shm_t *sh,
     if (free == -1) {
         ngx_memzero(used, sizeof(used));
 
-        for (rec = sh->servers; rec; rec = rec->next) {
-            for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MODELS_WORDS; i++) {
-                used[i] |= rec->listed[i];
+        for (w = 0; w < NGX_HTTP_PREFIX_AWARE_MODELS_WORDS; w++) {
+            for (rec = sh->servers; rec; rec = rec->next) {
+                used[w] |= rec->listed[w];
+            }
+
+            if (taken) {
+                used[w] |= taken[w];
             }
         }
 
         for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
             if (!sh->model[i].declared
-                && !(used[i / 64] & ((uint64_t) 1 << (i % 64))))
+                && (force || !(used[i / 64] & ((uint64_t) 1 << (i % 64)))))
             {
                 free = i;
                 break;
@@ -486,6 +505,16 @@ ngx_http_prefix_aware_models_slot(ngx_http_prefix_aware_models_shm_t *sh,
         if (free == -1) {
             return -1;
         }
+
+        /* no server lists the model that had the slot any more */
+
+        bit = (uint64_t) 1 << (free % 64);
+
+        for (rec = sh->servers; rec; rec = rec->next) {
+            rec->listed[free / 64] &= ~bit;
+        }
+
+        sh->version++;
     }
 
     s = &sh->model[free];

@@ -424,3 +424,30 @@ no server of model "lora-a" is usable, sent to all servers (model_fallback=all)
  qr/nginx_prefix_aware_model_requests_total\{upstream="up",model="lora-a",set="declared"\} 1\nnginx_prefix_aware_model_requests_total\{upstream="up",model="lora \\"b\\"",set="declared"\} 2\n.*nginx_prefix_aware_model_no_server_total\{upstream="up",model="lora-a"\} 1\n.*nginx_prefix_aware_model_server\{upstream="up",model="lora-a",server="127.0.0.1:1986"\} 1\nnginx_prefix_aware_model_server\{upstream="up",model="lora \\"b\\"",server="127.0.0.1:1985"\} 1\nnginx_prefix_aware_model_server\{upstream="up",model="lora \\"b\\"",server="127.0.0.1:1987"\} 1\n.*nginx_prefix_aware_models_unknown_total\{upstream="up"\} 1\n.*nginx_prefix_aware_models_full_total\{upstream="up"\} 0\n/s]
 --- error_code eval
 [503, 200, 200, 200, 200, 200]
+
+
+
+=== TEST 19: discovery keeps 128 models: a server that lists 130 leaves 2 out (counted); a server without /v1/models serves all
+--- http_config eval
+my $ids = join ',', map { qq({"id":"m$_"}) } 1 .. 130;
+<<"_EOC_";
+    upstream up {
+        prefix_aware models=discover models_interval=10s model_header=X-Model;
+        server 127.0.0.1:1991;
+        server 127.0.0.1:1985;
+    }
+    server {
+        listen 127.0.0.1:1991;
+        location = /v1/models { return 200 '{"object":"list","data":[$ids]}'; }
+        location / { return 200 "lister\\n"; }
+    }
+_EOC_
+--- config
+    location /t { proxy_pass http://up; }
+    location /delay { proxy_pass http://127.0.0.1:1985/slow; }
+    location /status { prefix_aware_status; }
+--- pipelined_requests eval
+["GET /delay", "GET /status"]
+--- response_body_like eval
+[".*", qr/"unknown": 0, "full": 2,\n.*"name": "m128", "set": "discovered".*"servers": \[\n          \{ "server": "127.0.0.1:1985", "answered": 0, "failing": true, "serves_all": true, "models": 0 \},\n          \{ "server": "127.0.0.1:1991", "answered": \d+, "failing": false, "serves_all": false, "models": 130 \}\n/s]
+--- timeout: 5
