@@ -106,14 +106,10 @@ invalid "model_fallback" value "any" in "prefix_aware", it must be "none" or "al
 
 
 
-=== TEST 6: models= other than discover, models_interval= out of range, an empty model_header=
+=== TEST 6: models= other than discover
 --- http_config
     upstream up {
         prefix_aware models=list;
-        server 127.0.0.1:1985;
-    }
-    upstream up2 {
-        prefix_aware models_interval=50ms;
         server 127.0.0.1:1985;
     }
 --- config
@@ -429,7 +425,7 @@ no server of model "lora-a" is usable, sent to all servers (model_fallback=all)
 
 === TEST 19: discovery keeps 128 models: a server that lists 130 leaves 2 out (counted); a server without /v1/models serves all
 --- http_config eval
-my $ids = join ',', map { qq({"id":"m$_"}) } 1 .. 130;
+my $ids = CORE::join ',', map { qq({"id":"m$_"}) } 1 .. 130;
 <<"_EOC_";
     upstream up {
         prefix_aware models=discover models_interval=10s model_header=X-Model;
