@@ -206,6 +206,18 @@ is model('lora-a')->{set}, 'discovered', 'the status calls the set of lora-a dis
        'b3 lists again: lora-b back on b1 b2';
 }
 
+# a reload keeps the lists (the zone, found by server name): the new
+# workers route by them at once, before their first round
+
+{
+    my $old = $ng->workers;
+    $ng->reload;
+    my $new = $ng->workers;
+    ok !grep({ my $o = $_; grep { $_ == $o } @$new } @$old), 'reloaded: new workers';
+    my ($n) = spread('lora-c');
+    is names($n), 'b2 b3', 'lora-c still on b2 b3 right after the reload';
+}
+
 # counters
 
 {
