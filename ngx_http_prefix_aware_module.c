@@ -457,7 +457,7 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
 
     if (rc != 0) {
 
-        /* all peers failed, mark them as live for quick recovery */
+        /* all peers failed, mark them as live for quick recovery (no set) */
 
         for (peer = peers->peer; peer && pd->set == NULL; peer = peer->next) {
             peer->fails = 0;
