@@ -166,6 +166,29 @@ is model('lora-a')->{set}, 'discovered', 'the status calls the set of lora-a dis
     is names($n), 'b2', 'lora-d now goes to b2 only';
 }
 
+# consistent placement in a set: an adapter unloaded from one server moves
+# only the prompts that server had
+
+{
+    my $route = sub {
+        map { my $r = $ng->request(POST => '/t', body => "placement $_",
+                                   headers => [ 'X-Model' => 'base' ]);
+              $r->{body} =~ /^(b\d)/ ? $1 : '?' } 1 .. 30;
+    };
+    my @before = $route->();
+    list(b3 => qw(lora-c lora-a));                     # base unloaded on b3
+    ok wait_until(sub { servers_of('base') eq 'b1 b2' }, 3), 'base unloaded from b3';
+    my @after = $route->();
+    my @moved = grep { $before[$_] ne $after[$_] } 0 .. 29;
+    ok @moved && !grep({ $before[$_] ne 'b3' } @moved),
+       sprintf 'only the %d prompts b3 had moved (%d of 30 moved)',
+               scalar(grep { $_ eq 'b3' } @before), scalar @moved;
+    ok !grep({ $_ eq 'b3' } @after), 'none goes to b3 now';
+    list(b3 => qw(base lora-c lora-a));
+    ok wait_until(sub { servers_of('base') eq 'b1 b2 b3' }, 3), 'base back on b3';
+    is_deeply [ $route->() ], \@before, 'and the prompts back where they were';
+}
+
 # every server of a set down: 503 naming the model
 
 {
