@@ -447,3 +447,25 @@ _EOC_
 --- response_body_like eval
 [".*", qr/"unknown": 0, "full": 2,\n.*"name": "m128", "set": "discovered".*"servers": \[\n          \{ "server": "127.0.0.1:1985", "answered": 0, "failing": true, "serves_all": true, "models": 0 \},\n          \{ "server": "127.0.0.1:1991", "answered": \d+, "failing": false, "serves_all": false, "models": 130 \}\n/s]
 --- timeout: 5
+
+
+
+=== TEST 20: routing v2 (index=) stays in the set too
+--- http_config
+    upstream up {
+        prefix_aware index=1m block=16 model_header=X-Model;
+        prefix_aware_model lora-a 127.0.0.1:1986;
+        server 127.0.0.1:1985;
+        server 127.0.0.1:1986;
+        server 127.0.0.1:1987;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- more_headers
+X-Model: lora-a
+--- pipelined_requests eval
+[map { "POST /t\nprompt number $_ with a common beginning long enough for blocks" } 1 .. 6]
+--- response_body eval
+[("b2\n") x 6]
+--- no_error_log
+[error]
