@@ -15,8 +15,6 @@
 
 static ngx_int_t ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     ngx_http_upstream_srv_conf_t *us);
-static ngx_int_t ngx_http_prefix_aware_name_cmp(const void *one,
-    const void *two);
 static ngx_int_t ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
     ngx_http_upstream_srv_conf_t *us);
 static ngx_int_t ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc,
@@ -42,6 +40,13 @@ static ngx_command_t  ngx_http_prefix_aware_commands[] = {
     { ngx_string("prefix_aware"),
       NGX_HTTP_UPS_CONF|NGX_CONF_ANY,
       ngx_http_prefix_aware,
+      NGX_HTTP_SRV_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("prefix_aware_model"),
+      NGX_HTTP_UPS_CONF|NGX_CONF_2MORE,
+      ngx_http_prefix_aware_model,
       NGX_HTTP_SRV_CONF_OFFSET,
       0,
       NULL },
@@ -95,14 +100,7 @@ static ngx_int_t
 ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     ngx_http_upstream_srv_conf_t *us)
 {
-    u_char                              *p;
-    size_t                               len, total;
     ngx_int_t                            rc;
-    ngx_uint_t                           i, j, n;
-    pa_ring_point_t                     *points;
-    pa_ring_server_t                    *servers;
-    ngx_http_upstream_rr_peer_t         *peer;
-    ngx_http_prefix_aware_name_t        *byname;
     ngx_http_upstream_rr_peers_t        *peers;
     ngx_http_prefix_aware_srv_conf_t    *pacf, **pp;
     ngx_http_prefix_aware_main_conf_t   *pamcf;
@@ -138,135 +136,13 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
         goto done;
     }
 
-    n = peers->number;
-
-    servers = ngx_palloc(cf->pool, n * sizeof(pa_ring_server_t));
-    pacf->names = ngx_palloc(cf->pool, n * sizeof(ngx_str_t));
-    pacf->weights = ngx_palloc(cf->pool, n * sizeof(uint32_t));
-    pacf->current = ngx_pcalloc(cf->pool, n * sizeof(int64_t));
-    pacf->shm_server = ngx_pcalloc(cf->pool,
-                              n * sizeof(ngx_http_prefix_aware_shm_server_t *));
-    pacf->peer = ngx_pcalloc(cf->pool,
-                             n * sizeof(ngx_http_upstream_rr_peer_t *));
-
-    if (servers == NULL || pacf->names == NULL || pacf->weights == NULL
-        || pacf->current == NULL || pacf->shm_server == NULL
-        || pacf->peer == NULL)
-    {
+    if (ngx_http_prefix_aware_ring_init(cf, pacf, us) != NGX_OK) {
         return NGX_ERROR;
     }
 
-    /*
-     * a server's place on the ring depends on its configured name only,
-     * so that every nginx with the same servers routes alike; a name that
-     * resolved to several addresses is told apart by the address
-     */
-
-    byname = ngx_palloc(cf->pool, n * sizeof(ngx_http_prefix_aware_name_t));
-    if (byname == NULL) {
+    if (ngx_http_prefix_aware_models_init(cf, pacf) != NGX_OK) {
         return NGX_ERROR;
     }
-
-    for (peer = peers->peer, i = 0; peer; peer = peer->next, i++) {
-        byname[i].name = &peer->server;
-        byname[i].index = i;
-        pacf->peer[i] = peer;
-    }
-
-    /* sorted, equal names are neighbours: n log n for 5,000 servers too */
-
-    ngx_sort(byname, n, sizeof(ngx_http_prefix_aware_name_t),
-             ngx_http_prefix_aware_name_cmp);
-
-    for (i = 0; i < n; i++) {
-        j = byname[i].index;
-        peer = pacf->peer[j];
-
-        if ((i > 0 && ngx_http_prefix_aware_name_cmp(&byname[i],
-                                                     &byname[i - 1]) == 0)
-            || (i + 1 < n && ngx_http_prefix_aware_name_cmp(&byname[i],
-                                                     &byname[i + 1]) == 0))
-        {
-            len = peer->server.len + 1 + peer->name.len;
-
-            p = ngx_pnalloc(cf->pool, len);
-            if (p == NULL) {
-                return NGX_ERROR;
-            }
-
-            pacf->names[j].data = p;
-            p = ngx_cpymem(p, peer->server.data, peer->server.len);
-            *p++ = ' ';
-            ngx_memcpy(p, peer->name.data, peer->name.len);
-            pacf->names[j].len = len;
-
-        } else {
-            pacf->names[j] = peer->server;
-        }
-
-        servers[j].weight = (uint32_t) peer->weight;
-        pacf->weights[j] = (uint32_t) peer->weight;
-
-        if (peer->weight > NGX_HTTP_PREFIX_AWARE_MAX_WEIGHT) {
-            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                          "prefix_aware: invalid \"weight\" value %ui of "
-                          "server \"%V\" in upstream \"%V\", it must be "
-                          "a number from 1 to %d", peer->weight,
-                          &peer->server, &us->host,
-                          NGX_HTTP_PREFIX_AWARE_MAX_WEIGHT);
-            return NGX_ERROR;
-        }
-    }
-
-    for (i = 0; i < n; i++) {
-        byname[i].name = &pacf->names[i];
-        byname[i].index = i;
-        servers[i].name = pacf->names[i].data;
-        servers[i].len = pacf->names[i].len;
-    }
-
-    ngx_sort(byname, n, sizeof(ngx_http_prefix_aware_name_t),
-             ngx_http_prefix_aware_name_cmp);
-
-    for (i = 1; i < n; i++) {
-        if (ngx_http_prefix_aware_name_cmp(&byname[i], &byname[i - 1]) == 0) {
-            ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                          "prefix_aware: duplicate server \"%V\" in "
-                          "upstream \"%V\", use \"weight=\" instead",
-                          &pacf->peer[byname[i].index]->server, &us->host);
-            return NGX_ERROR;
-        }
-    }
-
-    /* the peers are found again in each process: see set_peers() */
-
-    ngx_memzero(pacf->peer, n * sizeof(ngx_http_upstream_rr_peer_t *));
-
-    total = pa_ring_points(servers, n);
-
-    if (total == 0 || total > NGX_HTTP_PREFIX_AWARE_MAX_POINTS) {
-        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                      "prefix_aware: the ring of upstream \"%V\" would "
-                      "have more than %d points (%d per unit of weight), "
-                      "lower the weights or split the upstream",
-                      &us->host, NGX_HTTP_PREFIX_AWARE_MAX_POINTS,
-                      PA_RING_POINTS_PER_WEIGHT);
-        return NGX_ERROR;
-    }
-
-    points = ngx_palloc(cf->pool, total * sizeof(pa_ring_point_t));
-    if (points == NULL) {
-        return NGX_ERROR;
-    }
-
-    if (pa_ring_build(&pacf->ring, points, servers, n) != 0) {
-        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                      "prefix_aware: cannot build the ring of "
-                      "upstream \"%V\"", &us->host);
-        return NGX_ERROR;
-    }
-
-    pacf->nservers = n;
 
     if (pacf->index_size) {
         pacf->max_blocks = ngx_max(pacf->length / pacf->block, 1);
@@ -292,15 +168,6 @@ done:
 }
 
 
-static ngx_int_t
-ngx_http_prefix_aware_name_cmp(const void *one, const void *two)
-{
-    const ngx_http_prefix_aware_name_t  *a = one;
-    const ngx_http_prefix_aware_name_t  *b = two;
-
-    return ngx_memn2cmp(a->name->data, b->name->data, a->name->len,
-                        b->name->len);
-}
 
 
 static ngx_int_t
@@ -472,9 +339,9 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
 
     if (rc != 0) {
 
-        /* all peers failed, mark them as live for quick recovery */
+        /* all peers failed, mark them as live for quick recovery (no set) */
 
-        for (peer = peers->peer; peer; peer = peer->next) {
+        for (peer = peers->peer; peer && pd->set == NULL; peer = peer->next) {
             peer->fails = 0;
         }
 
@@ -542,6 +409,10 @@ ngx_http_prefix_aware_probe(void *ctx, uint32_t server, uint64_t *inflight)
 
     n = server / (8 * sizeof(uintptr_t));
     m = (uintptr_t) 1 << server % (8 * sizeof(uintptr_t));
+
+    if (pd->set && !(pd->set[n] & m)) {
+        return PA_SERVER_ABSENT;
+    }
 
     if (pd->rrp.tried[n] & m) {
         return PA_SERVER_UNUSABLE;
@@ -822,6 +693,10 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             rc = ngx_http_prefix_aware_strategy_param(cf, pacf, &value[i]);
         }
 
+        if (rc == NGX_DECLINED) {
+            rc = ngx_http_prefix_aware_models_param(cf, pacf, &value[i]);
+        }
+
         if (rc == NGX_OK) {
             continue;
         }
@@ -834,8 +709,9 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                            "invalid parameter \"%V\" in \"prefix_aware\", "
                            "it takes length=, threshold=, format=, index=, "
                            "block=, capacity=, balance=, cold=, match=, "
-                           "strategy= and strategy_default=",
-                           &value[i]);
+                           "strategy=, strategy_default=, models=, "
+                           "models_interval=, model_header= and "
+                           "model_fallback=", &value[i]);
         return NGX_CONF_ERROR;
     }
 

@@ -236,6 +236,38 @@ class TestWorkloads(unittest.TestCase):
             self.assertEqual(b[:len(a)], a)
 
 
+class TestLora(unittest.TestCase):
+    """The lora workload and llmsim --models."""
+
+    def test_placement(self):
+        hosts = [workloads.adapter_hosts(k) for k in range(8)]
+        self.assertTrue(all(len(h) == 2 for h in hosts))
+        per = [sum(i in h for h in hosts) for i in range(4)]
+        self.assertEqual(per, [4, 4, 4, 4])
+        groups = workloads.lora_models().split(";")
+        self.assertEqual(len(groups), 4)
+        served = llmsim.parse_models(workloads.lora_models(), 4)
+        for k, h in enumerate(hosts):
+            for i in range(4):
+                self.assertEqual(workloads.adapter_name(k) in served[i],
+                                 i in h)
+        self.assertTrue(all(s[0] == llmsim.MODEL["name"] for s in served))
+        with self.assertRaises(ValueError):
+            llmsim.parse_models("a;b", 4)
+        self.assertEqual(llmsim.parse_models("", 2), [None, None])
+
+    def test_bodies_name_their_adapter(self):
+        w = workloads.generate("lora", n=200)
+        adapters = set()
+        for r in w.requests:
+            model = llmsim.request_model(r.body)
+            self.assertEqual(model, r.group.split("/")[0])
+            adapters.add(model)
+        self.assertEqual(len(adapters), 8)
+        self.assertIsNone(llmsim.request_model(b"not json"))
+        self.assertIsNone(llmsim.request_model(b'{"model": 1}'))
+
+
 class TestTenants(unittest.TestCase):
     def setUp(self):
         self.w = workloads.generate("tenants")

@@ -26,6 +26,11 @@ Workloads (the defaults are in PARAMS; docs/benchmarks.md has a table):
              file is edited between requests.
   short      short variable-length chat (ShareGPT-like lengths), little
              sharing.
+  lora       LoRA adapters of one base model: 8 adapters, Zipf-popular,
+             each served by 2 of 4 instances (adapter_hosts()), each with
+             3 system prompts of its own; the adapter is the body's
+             "model".  llmsim --models lora_models() answers 404 for an
+             adapter an instance does not serve.
   tenants    a few long system prompts (2,000-6,000 tokens, longer than
              prefix_aware's default length=4096 characters), each shared by
              many users, every user in a multi-turn conversation whose
@@ -122,6 +127,18 @@ PARAMS = {
                                  # user: fixed (reading) + exponential mean
         js_share=0.5,
     ),
+    "lora": dict(
+        n=600, rate=16.0, seed=7,
+        adapters=8,              # LoRA adapters of one base model
+        instances=4,             # each adapter on 2 of them (ADAPTER_HOSTS)
+        zipf=1.0,                # adapter popularity
+        prompts=3,               # system prompts per adapter
+        prompt_zipf=1.0,         # their popularity within the adapter
+        system_tokens=(1000, 2500),
+        user_tokens=(50, 0.8, 10, 400),   # lognormal median, sigma, clip
+        output_tokens=(64, 160),
+        js_share=0.5,
+    ),
 }
 
 DESCRIPTIONS = {
@@ -134,6 +151,8 @@ DESCRIPTIONS = {
     "short": "short variable-length chat, ShareGPT-like lengths, little sharing",
     "tenants": "multi-tenant chat: 4 system prompts of 2000-6000 tokens shared "
                "by many users, each user 12-18 turns whose history grows",
+    "lora": "LoRA adapters: 8 adapters (Zipf-popular), each on 2 of 4 "
+            "instances, 3 system prompts of 1000-2500 tokens per adapter",
 }
 
 
@@ -478,8 +497,64 @@ def gen_tenants(p):
     return reqs[:p["n"]]
 
 
+
+
+def adapter_name(k):
+    return "lora-%d" % k
+
+
+def adapter_hosts(k, instances=4):
+    """The two instances (indices) that serve adapter k: neighbours for the
+    first half, instances two apart for the second, so that every instance
+    serves as many adapters (four of eight on four instances)."""
+    half = k // instances
+    i = k % instances
+    return sorted({i, (i + 1 + half) % instances})
+
+
+def lora_models(adapters=8, instances=4):
+    """llmsim --models: the adapters of each instance."""
+    per = [[] for _ in range(instances)]
+    for k in range(adapters):
+        for i in adapter_hosts(k, instances):
+            per[i].append(adapter_name(k))
+    return ";".join(",".join(x) for x in per)
+
+
+def gen_lora(p):
+    """Requests for LoRA adapters of one base model: the adapter is the
+    body's "model" (as vLLM --enable-lora serves them); each adapter has
+    its own system prompts (its task), shared by its requests."""
+    rng = random.Random(p["seed"])
+    systems = [["Adapter %d, task %d. %s" % (k, j, text(
+                    rng, rng.randint(*p["system_tokens"])))
+                for j in range(p["prompts"])] for k in range(p["adapters"])]
+    pick = Zipf(p["adapters"], p["zipf"], rng)
+    within = [Zipf(p["prompts"], p["prompt_zipf"], rng)
+              for _ in range(p["adapters"])]
+    times = poisson_times(rng, p["n"], p["rate"])
+    reqs = []
+    for i, t in enumerate(times):
+        k = pick()
+        j = within[k]()
+        style = _style(rng, p)
+        m, s, lo, hi = p["user_tokens"]
+        msgs = [{"role": "system", "content": systems[k][j]},
+                {"role": "user", "content": text(rng, lognormal(rng, m, s, lo, hi))}]
+        out = rng.randint(*p["output_tokens"])
+        body = chat_body(msgs, out, style).replace(
+            b'"model": "%s"' % MODEL.encode(),
+            b'"model": "%s"' % adapter_name(k).encode()).replace(
+            b'"model":"%s"' % MODEL.encode(),
+            b'"model":"%s"' % adapter_name(k).encode())
+        reqs.append(Request(t, i, 0, "/v1/chat/completions", body,
+                            "%s/%d" % (adapter_name(k), j), out, style))
+    return reqs
+
+
 GENERATORS = {"rag": gen_rag, "chat": gen_chat, "templated": gen_templated,
-              "code": gen_code, "short": gen_short, "tenants": gen_tenants}
+              "code": gen_code, "short": gen_short, "tenants": gen_tenants,
+              "lora": gen_lora}
 NAMES = list(GENERATORS)
 
 

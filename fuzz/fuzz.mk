@@ -6,6 +6,8 @@
 #                        extractor it replaced (from git, FUZZ_REF), for
 #                        FUZZ_SECONDS: both must give the same key
 #   make bench-extract   throughput and memory of the OpenAI extractor
+#   make fuzz-models     libFuzzer on src/pa_models.c (/v1/models answers)
+#                        for FUZZ_SECONDS
 #
 # The seed corpus fuzz/corpus/openai is only read: new inputs go to
 # $(BUILD)/fuzz/corpus.  A crash is written to fuzz/corpus/openai/crash-*
@@ -92,3 +94,22 @@ $(BENCH_EXTRACT_BIN): bench/bench_extract.c $(FUZZ_SRC) $(FUZZ_HDR) | deps
 
 bench-extract: $(BENCH_EXTRACT_BIN)
 	$(BENCH_EXTRACT_BIN)
+
+# libFuzzer on src/pa_models.c (the /v1/models reader of models=discover)
+# for FUZZ_SECONDS; new inputs in $(BUILD)/fuzz/corpus-models
+FUZZ_MODELS_BIN  = $(BUILD)/fuzz/fuzz_models
+FUZZ_MODELS_WORK = $(BUILD)/fuzz/corpus-models
+
+.PHONY: fuzz-models
+
+$(FUZZ_MODELS_BIN): fuzz/fuzz_models.c src/pa_models.c src/pa_models.h \
+                    src/pa_xxhash.h | fuzz-deps
+	@mkdir -p $(BUILD)/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_models.c src/pa_models.c
+
+fuzz-models: $(FUZZ_MODELS_BIN)
+	@mkdir -p $(FUZZ_MODELS_WORK)
+	@printf '{"object":"list","data":[{"id":"a"},{"id":"b\\u00e9","x":[1,{}]}]}' \
+	    > $(FUZZ_MODELS_WORK)/seed-vllm.json
+	$(FUZZ_MODELS_BIN) -max_len=4096 -timeout=10 -print_final_stats=1 \
+	    -max_total_time=$(FUZZ_SECONDS) $(FUZZ_MODELS_WORK)

@@ -4,7 +4,7 @@
  *
  * The private header of the module's nginx glue: types shared by
  * ngx_http_prefix_aware_module.c (directives, balancer) and
- * src/ngx_http_prefix_aware_{key,zone,status,variables}.c.
+ * src/ngx_http_prefix_aware_{key,zone,status,variables,index,models}.c.
  */
 
 
@@ -23,6 +23,7 @@
 #include "pa_index.h"
 #include "pa_choose.h"
 #include "pa_strategy.h"
+#include "pa_models.h"
 
 
 /*
@@ -115,6 +116,12 @@ typedef struct ngx_http_prefix_aware_shm_worker_s
     ngx_http_prefix_aware_shm_worker_t;
 typedef struct ngx_http_prefix_aware_shm_block_s
     ngx_http_prefix_aware_shm_block_t;
+typedef struct ngx_http_prefix_aware_models_s
+    ngx_http_prefix_aware_models_t;
+typedef struct ngx_http_prefix_aware_shm_model_s
+    ngx_http_prefix_aware_shm_model_t;
+typedef struct ngx_http_prefix_aware_shm_mserver_s
+    ngx_http_prefix_aware_shm_mserver_t;
 
 
 struct ngx_http_prefix_aware_shm_server_s {
@@ -277,6 +284,9 @@ typedef struct {
     uint32_t                              *found_id;
     uint32_t                              *depth;
     uint32_t                              *found;
+
+    /* models and adapters: declared and discovered sets, NULL: none */
+    ngx_http_prefix_aware_models_t        *models;
 } ngx_http_prefix_aware_srv_conf_t;
 
 
@@ -324,11 +334,116 @@ typedef struct {
     ngx_uint_t                             room;
     ngx_pool_t                            *pool;
 
+    /* the request's model: the servers it may go to (NULL: all) */
+    uintptr_t                             *set;
+    ngx_http_prefix_aware_shm_model_t     *model;
+    ngx_str_t                              model_name;
+    uint64_t                               model_hash;
+    unsigned                               has_model:1;
+
     unsigned                               source:2;
     unsigned                               strategy:2;
     unsigned                               keyed:1;
     unsigned                               id:1;
 } ngx_http_prefix_aware_peer_data_t;
+
+
+/* models and adapters: ngx_http_prefix_aware_models{,_status}.c, _discover.c */
+
+/* models (declared and discovered) an upstream's zone keeps */
+#define NGX_HTTP_PREFIX_AWARE_MAX_MODELS    128
+
+/* the largest /v1/models answer read */
+#define NGX_HTTP_PREFIX_AWARE_MODELS_BUF    65536
+
+/* a server that does not answer keeps its last list this many intervals */
+#define NGX_HTTP_PREFIX_AWARE_MODELS_HOLD   3
+
+/* a poll's timeout, at most, in milliseconds */
+#define NGX_HTTP_PREFIX_AWARE_MODELS_WAIT   2000
+
+#define NGX_HTTP_PREFIX_AWARE_MODELS_WORDS                                    \
+    (NGX_HTTP_PREFIX_AWARE_MAX_MODELS / 64)
+
+#define ngx_http_prefix_aware_bit(set, i)                                     \
+    ((set)[(i) / (8 * sizeof(uintptr_t))]                                     \
+     & ((uintptr_t) 1 << ((i) % (8 * sizeof(uintptr_t)))))
+
+#define ngx_http_prefix_aware_set_bit(set, i)                                 \
+    (set)[(i) / (8 * sizeof(uintptr_t))]                                      \
+        |= (uintptr_t) 1 << ((i) % (8 * sizeof(uintptr_t)))
+
+
+/* a model's record in the zone: its name and counters */
+struct ngx_http_prefix_aware_shm_model_s {
+    uint64_t                               hash;      /* 0: free */
+    ngx_atomic_t                           requests;
+    ngx_atomic_t                           noserver;
+    time_t                                 seen;      /* last listed */
+    ngx_uint_t                             declared;
+    size_t                                 len;
+    u_char                                 name[PA_MODELS_ID_MAX];
+};
+
+
+/* a server's answers, by its name in the upstream */
+struct ngx_http_prefix_aware_shm_mserver_s {
+    ngx_http_prefix_aware_shm_mserver_t   *next;
+    time_t                                 answered;  /* 0: never */
+    ngx_msec_t                             answered_ms;
+    ngx_uint_t                             failing;
+    ngx_uint_t                             wild;      /* serves all */
+    ngx_uint_t                             nmodels;
+    uint64_t                     listed[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+    ngx_str_t                              name;
+};
+
+
+typedef struct {
+    ngx_atomic_t                           version;   /* of the sets */
+    ngx_atomic_t                           polled;    /* the round's lock */
+    ngx_atomic_t                           full;
+    ngx_atomic_t                           unknown;
+    ngx_http_prefix_aware_shm_mserver_t   *servers;
+    ngx_http_prefix_aware_shm_model_t      model[
+                                         NGX_HTTP_PREFIX_AWARE_MAX_MODELS];
+} ngx_http_prefix_aware_models_shm_t;
+
+
+typedef struct {
+    ngx_str_t                              name;
+    uint64_t                               hash;
+    uintptr_t                             *set;
+    ngx_http_prefix_aware_shm_model_t     *slot;
+    ngx_array_t                           *servers;   /* ngx_str_t */
+} ngx_http_prefix_aware_model_t;
+
+
+struct ngx_http_prefix_aware_models_s {
+    ngx_array_t                            declared;
+    ngx_str_t                              header;
+    ngx_msec_t                             interval;
+    ngx_uint_t                             discover;
+    ngx_uint_t                             fallback;
+    ngx_uint_t                             words;     /* of a set */
+    ngx_http_prefix_aware_srv_conf_t      *pacf;
+    ngx_shm_zone_t                        *zone;
+    ngx_http_prefix_aware_models_shm_t    *sh;
+
+    /* per process: the discovered sets by slot, as of "version" */
+    ngx_atomic_uint_t                      version;
+    ngx_uint_t                             built;
+    uint64_t                              *hash;
+    uintptr_t                             *sets;
+    u_char                                *known;
+    ngx_http_prefix_aware_shm_mserver_t  **rec;
+
+    /* per process: the poller, and the pool and polls of its round */
+    ngx_event_t                            timer;
+    ngx_pool_t                            *pool;
+    void                                 **polls;
+    ngx_uint_t                             pending;
+};
 
 
 /* a server's name and its index, sorted to find equal names */
@@ -375,6 +490,8 @@ ngx_int_t ngx_http_prefix_aware_key(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd, ngx_str_t *reason);
 ngx_int_t ngx_http_prefix_aware_reject(ngx_http_request_t *r,
     ngx_str_t *reason);
+ngx_int_t ngx_http_prefix_aware_answer(ngx_http_request_t *r,
+    ngx_uint_t status, ngx_str_t *reason);
 ngx_table_elt_t *ngx_http_prefix_aware_header(ngx_http_request_t *r,
     ngx_str_t *name, ngx_uint_t *n);
 
@@ -387,6 +504,32 @@ ngx_int_t ngx_http_prefix_aware_index_choose(
     ngx_http_prefix_aware_peer_data_t *pd, pa_pick_t *pick);
 void ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_uint_t server);
+
+/* ngx_http_prefix_aware_models.c */
+char *ngx_http_prefix_aware_model(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+ngx_int_t ngx_http_prefix_aware_models_param(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value);
+ngx_int_t ngx_http_prefix_aware_models_init(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf);
+ngx_int_t ngx_http_prefix_aware_models_route(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd);
+ngx_int_t ngx_http_prefix_aware_models_slot(
+    ngx_http_prefix_aware_models_shm_t *sh, uint64_t hash, u_char *name,
+    size_t len, uint64_t *taken, ngx_uint_t force);
+void ngx_http_prefix_aware_models_build(ngx_http_prefix_aware_models_t *m);
+
+/* ngx_http_prefix_aware_discover.c */
+void ngx_http_prefix_aware_models_start(ngx_cycle_t *cycle,
+    ngx_http_prefix_aware_main_conf_t *pamcf);
+void ngx_http_prefix_aware_models_stop(void *data);
+
+/* ngx_http_prefix_aware_models_status.c */
+void ngx_http_prefix_aware_models_json(ngx_http_prefix_aware_srv_conf_t *c,
+    ngx_http_prefix_aware_writer_t *w);
+void ngx_http_prefix_aware_models_prometheus(
+    ngx_http_prefix_aware_main_conf_t *pamcf,
+    ngx_http_prefix_aware_writer_t *w, ngx_str_t **label);
 
 /* ngx_http_prefix_aware_module.c */
 char *ngx_http_prefix_aware_number(ngx_conf_t *cf, ngx_str_t *value,
@@ -421,10 +564,16 @@ void ngx_http_prefix_aware_resolve_reap(ngx_slab_pool_t *shpool,
 ngx_uint_t ngx_http_prefix_aware_resolve_busy(
     ngx_http_prefix_aware_shm_worker_t *w);
 
+/* ngx_http_prefix_aware_ring.c */
+ngx_int_t ngx_http_prefix_aware_ring_init(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_http_upstream_srv_conf_t *us);
+
 /* ngx_http_prefix_aware_status.c */
 ngx_int_t ngx_http_prefix_aware_status_handler(ngx_http_request_t *r);
 void ngx_http_prefix_aware_printf(ngx_http_prefix_aware_writer_t *w,
     const char *fmt, ...);
+void ngx_http_prefix_aware_escape(ngx_http_prefix_aware_writer_t *w,
+    ngx_str_t *dst, ngx_str_t *src, ngx_uint_t json);
 void ngx_http_prefix_aware_family(ngx_http_prefix_aware_writer_t *w,
     const char *name, const char *type, const char *help);
 

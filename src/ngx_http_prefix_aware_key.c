@@ -4,7 +4,7 @@
  *
  * The routing key of a request: the tenant id header, the buffered body
  * read in place (memory buffers or a temp file), the raw-byte and OpenAI
- * keys, and the 400 for an invalid id.
+ * keys (and the OpenAI body's model), and the 400 for an invalid id.
  */
 
 
@@ -140,6 +140,10 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
     /* a prefix nobody holds enough of is placed by its key, as index=off */
     pd->ring_key = pd->hash;
 
+    if (pacf->models) {
+        return ngx_http_prefix_aware_models_route(r, pd);
+    }
+
     return NGX_OK;
 }
 
@@ -231,6 +235,11 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
             pd->hash = res.hash;
             pd->source = NGX_HTTP_PREFIX_AWARE_SOURCE_OPENAI;
             seed = res.meta;
+
+            if (res.has_model) {
+                pd->model_hash = res.model ? res.model : 1;
+                pd->has_model = 1;
+            }
 
             ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                            "prefix_aware openai: %uz characters, "
@@ -492,22 +501,30 @@ ngx_http_prefix_aware_alloc(void *ctx, size_t size)
 }
 
 
+ngx_int_t
+ngx_http_prefix_aware_reject(ngx_http_request_t *r, ngx_str_t *reason)
+{
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "prefix_aware: bad request: %V", reason);
+
+    return ngx_http_prefix_aware_answer(r, NGX_HTTP_BAD_REQUEST, reason);
+}
+
+
 /*
- * answers 400 with a one-line reason from within the upstream's
- * initialization: the upstream's cleanup is taken away so that it only
- * drops the reference taken here when it finalizes with NGX_DONE
+ * answers "status" (400, 503) with a one-line reason from within the
+ * upstream's initialization: the upstream's cleanup is taken away so that
+ * it only drops the reference taken here when it finalizes with NGX_DONE
  */
 
 ngx_int_t
-ngx_http_prefix_aware_reject(ngx_http_request_t *r, ngx_str_t *reason)
+ngx_http_prefix_aware_answer(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_str_t *reason)
 {
     ngx_int_t             rc;
     ngx_buf_t            *b;
     ngx_chain_t           out;
     ngx_http_upstream_t  *u;
-
-    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                  "prefix_aware: bad request: %V", reason);
 
     u = r->upstream;
 
@@ -532,7 +549,7 @@ ngx_http_prefix_aware_reject(ngx_http_request_t *r, ngx_str_t *reason)
     out.buf = b;
     out.next = NULL;
 
-    r->headers_out.status = NGX_HTTP_BAD_REQUEST;
+    r->headers_out.status = status;
     r->headers_out.content_length_n = b->last - b->pos;
     ngx_str_set(&r->headers_out.content_type, "text/plain");
     r->headers_out.content_type_len = r->headers_out.content_type.len;

@@ -97,6 +97,16 @@ ngx_http_prefix_aware_resolve_init(ngx_conf_t *cf,
         return NGX_ERROR;
     }
 
+    if (pacf->models) {
+        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                      "prefix_aware: model sets do not follow servers "
+                      "resolved at run time, in upstream \"%V\" remove "
+                      "\"prefix_aware_model\" and the model parameters "
+                      "or use servers without \"resolve\"",
+                      &pacf->upstream->host);
+        return NGX_ERROR;
+    }
+
     server = pacf->upstream->servers->elts;
 
     for (i = 0; i < pacf->upstream->servers->nelts; i++) {

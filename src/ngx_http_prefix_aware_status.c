@@ -20,8 +20,6 @@
 
 static ngx_int_t ngx_http_prefix_aware_buf(ngx_http_prefix_aware_writer_t *w,
     size_t size);
-static void ngx_http_prefix_aware_escape(ngx_http_prefix_aware_writer_t *w,
-    ngx_str_t *dst, ngx_str_t *src, ngx_uint_t json);
 static const char *ngx_http_prefix_aware_state(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t i);
 static void ngx_http_prefix_aware_prometheus(
@@ -264,7 +262,7 @@ ngx_http_prefix_aware_printf(ngx_http_prefix_aware_writer_t *w,
  * double quote and line feed; copied only if it needs escaping
  */
 
-static void
+void
 ngx_http_prefix_aware_escape(ngx_http_prefix_aware_writer_t *w,
     ngx_str_t *dst, ngx_str_t *src, ngx_uint_t json)
 {
@@ -543,6 +541,7 @@ ngx_http_prefix_aware_prometheus(ngx_http_prefix_aware_main_conf_t *pamcf,
     }
 
     ngx_http_prefix_aware_strategy_prometheus(pamcf, label, w);
+    ngx_http_prefix_aware_models_prometheus(pamcf, w, label);
 }
 
 
@@ -620,6 +619,10 @@ ngx_http_prefix_aware_json(ngx_http_prefix_aware_main_conf_t *pamcf,
 
         if (c->index_size) {
             ngx_http_prefix_aware_json_index(c, w);
+        }
+
+        if (c->models) {
+            ngx_http_prefix_aware_models_json(c, w);
         }
 
         ngx_http_prefix_aware_printf(w, "      \"servers\": [");

@@ -3,7 +3,8 @@
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
  * Variables for access logs: $prefix_aware_hash, $prefix_aware_route,
- * $prefix_aware_source, $prefix_aware_depth, $prefix_aware_strategy.
+ * $prefix_aware_source, $prefix_aware_depth, $prefix_aware_strategy,
+ * $prefix_aware_model.
  */
 
 
@@ -30,6 +31,9 @@ static ngx_http_variable_t  ngx_http_prefix_aware_vars[] = {
 
     { ngx_string("prefix_aware_strategy"), NULL,
       ngx_http_prefix_aware_variable, 4, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("prefix_aware_model"), NULL, ngx_http_prefix_aware_variable,
+      5, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -110,6 +114,11 @@ ngx_http_prefix_aware_variable(ngx_http_request_t *r,
     case 4:
         v->len = ngx_http_prefix_aware_strategies[pd->strategy].len;
         v->data = ngx_http_prefix_aware_strategies[pd->strategy].data;
+        return NGX_OK;
+
+    case 5:
+        v->len = pd->model_name.len;
+        v->data = pd->model_name.data ? pd->model_name.data : (u_char *) "";
         return NGX_OK;
 
     default: /* 2 */

@@ -704,7 +704,15 @@ ngx_http_prefix_aware_init_process(ngx_cycle_t *cycle)
         return NGX_OK;
     }
 
-    return ngx_http_prefix_aware_attach(cycle, pamcf);
+    if (ngx_http_prefix_aware_attach(cycle, pamcf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    /* models=discover: the timers that ask the servers what they serve */
+
+    ngx_http_prefix_aware_models_start(cycle, pamcf);
+
+    return NGX_OK;
 }
 
 

@@ -439,6 +439,8 @@ pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res)
 
     res->hash = XXH3_64bits(v, sizeof(v));
     res->meta = XXH3_64bits(&v[1], 3 * sizeof(uint64_t));
+    res->model = x->model;
+    res->has_model = x->model_str;
     res->chars = x->chars;
 
     res->has_pck = x->has_pck;

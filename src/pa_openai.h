@@ -56,8 +56,11 @@ typedef struct {
     pa_oai_status_e  status;
     uint64_t         hash;          /* text + model + cache_salt */
     uint64_t         meta;          /* model + cache_salt alone */
+    uint64_t         model;         /* XXH3 of the model's bytes, or 0 */
     size_t           chars;         /* characters of text hashed */
     size_t           scanned;       /* body bytes given to the parser */
+
+    unsigned         has_model:1;   /* "model" is a top-level string */
 
     /* prompt_cache_key, if a top-level string; valid only if status OK */
     unsigned         has_pck:1;

@@ -127,7 +127,7 @@ pa_ring_pick(const pa_ring_t *ring, uint64_t hash, uint64_t threshold,
     pa_pick_t *pick)
 {
     int        rc;
-    uint32_t   i, k, s, nseen, first, best, have_best;
+    uint32_t   i, k, s, nseen, nmet, first, best, have_best;
     uint64_t   inflight, best_inflight;
 
     pick->server = 0;
@@ -143,6 +143,7 @@ pa_ring_pick(const pa_ring_t *ring, uint64_t hash, uint64_t threshold,
     memset(seen, 0, (ring->nservers + 7) / 8);
 
     nseen = 0;
+    nmet = 0;
     first = 0;
     best = 0;
     best_inflight = 0;
@@ -169,7 +170,11 @@ pa_ring_pick(const pa_ring_t *ring, uint64_t hash, uint64_t threshold,
         inflight = 0;
         rc = probe(ctx, s, &inflight);
 
-        if (nseen == 1) {
+        if (rc == PA_SERVER_ABSENT) {
+            continue;
+        }
+
+        if (++nmet == 1) {
             first = s;
             pick->first_usable = (rc == PA_SERVER_USABLE);
             pick->first_inflight = inflight;

@@ -40,7 +40,10 @@ typedef struct {
 /* per-server state the walk needs, filled by the caller */
 typedef enum {
     PA_SERVER_USABLE = 0,
-    PA_SERVER_UNUSABLE            /* down, failed, tried or at max_conns */
+    PA_SERVER_UNUSABLE,           /* down, failed, tried or at max_conns */
+    PA_SERVER_ABSENT              /* not a candidate for this request (not
+                                     in its model's set): passed over as if
+                                     it were not on the ring */
 } pa_server_state_e;
 
 

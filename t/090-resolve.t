@@ -150,6 +150,22 @@ _EOC_
          'index= with resolve: a configuration error');
 }
 
+# neither do model sets
+{
+    my $t = PrefixAware::Scenario->new(name => 'resolve-models');
+    $t->write_conf(<<"_EOC_");
+    resolver 127.0.0.1:$DNS valid=1s;
+    upstream up {
+        zone up 512k;
+        prefix_aware models=discover;
+        server pool.test:$BPORT resolve;
+    }
+_EOC_
+    my $out = `$bin -t -p ${\ $t->root}/ -c conf/nginx.conf 2>&1`;
+    like($out, qr/\[emerg\].*model sets do not follow servers resolved/,
+         'models= with resolve: a configuration error');
+}
+
 my $ng = PrefixAware::Scenario->new(name => 'resolve', workers => 2);
 my $listen = $ng->port;
 

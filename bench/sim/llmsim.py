@@ -54,8 +54,16 @@ as the prompt), GET /ping, GET /health, GET /v1/models, GET /metrics,
 POST /admin/reset (clears the cache and the peak gauges when idle).
 Every response carries "X-Instance: <name>".
 
+Models (--models): each instance serves the base model and its LoRA
+adapters; GET /v1/models lists them, as vLLM --enable-lora does, and a
+request whose "model" is another one is answered 404 ("The model `x` does
+not exist.", llmsim:model_not_found).  An adapter's prompt is cached apart
+from the same text under another adapter (vLLM mixes the adapter into its
+block hashes): its blocks are named after an adapter tag first.
+
 Usage: llmsim.py --ports 8001,8002,8003,8004 [--kv-blocks 4096]
                  [--time-scale 1.0] [--names a,b,c,d] [--pooled]
+                 [--models "a,b;b,c;c,d;d,a"]
 Standard library + aiohttp only.
 """
 
@@ -180,6 +188,28 @@ def parse_prompt(path, body):
     return text.encode("utf-8"), max_tokens, stream, kind, include_usage
 
 
+def request_model(body):
+    """The top-level "model" of a JSON body, or None."""
+    try:
+        obj = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    m = obj.get("model") if isinstance(obj, dict) else None
+    return m if isinstance(m, str) else None
+
+
+def parse_models(spec, n):
+    """--models "a,b;b,c;..." -> one list of adapter names per instance
+    (the base model first), or None for every instance without --models."""
+    if not spec:
+        return [None] * n
+    groups = spec.split(";")
+    if len(groups) != n:
+        raise ValueError("--models has %d groups for %d instances"
+                         % (len(groups), n))
+    return [[MODEL["name"]] + [m for m in g.split(",") if m] for g in groups]
+
+
 # ---------------------------------------------------------------------------
 # KV cache
 
@@ -301,6 +331,9 @@ class Instance:
         self.peak_running = 0
         self.peak_inflight = 0
         self.inflight = 0          # HTTP requests being served
+        # what GET /v1/models lists: the base model, and the adapters of
+        # --models (None: any model name is accepted)
+        self.models = None
 
     # model time
     def now(self):
@@ -560,7 +593,10 @@ class Instance:
         counter("llmsim:step_lag_seconds", "%.6f" % m["step_lag_seconds"],
                 "Wall seconds the step loop overslept (simulator overload).")
         counter("llmsim:requests_refused", m["refused"],
-                "Requests refused (bad body, too long).")
+                "Requests refused (bad body, too long, a model not served).")
+        counter("llmsim:model_not_found", m["model_not_found"],
+                "Requests answered 404 for a model this instance does not "
+                "serve (--models).")
         return "\n".join(out) + "\n"
 
     def reset(self):
@@ -590,10 +626,13 @@ def make_app(inst, args):
         return web.Response(text="", headers={"X-Instance": inst.name})
 
     async def models(request):
+        ids = inst.models if inst.models is not None else [MODEL["name"]]
         return web.json_response(
             {"object": "list",
-             "data": [{"id": MODEL["name"], "object": "model",
-                       "owned_by": "llmsim", "max_model_len": 131072}]},
+             "data": [{"id": m, "object": "model", "owned_by": "llmsim",
+                       "root": MODEL["name"],
+                       "parent": None if m == MODEL["name"] else MODEL["name"],
+                       "max_model_len": 131072} for m in ids]},
             headers={"X-Instance": inst.name})
 
     async def metrics(request):
@@ -626,6 +665,20 @@ def make_app(inst, args):
             return web.json_response(
                 {"object": "error", "message": str(e), "type": "BadRequestError",
                  "code": 400}, status=400, headers=hdr)
+        if inst.models is not None:
+            model = request_model(body)
+            if model is not None and model not in inst.models:
+                # as vLLM: an adapter that is not loaded here
+                inst.m["refused"] += 1
+                inst.m["model_not_found"] += 1
+                return web.json_response(
+                    {"object": "error",
+                     "message": "The model `%s` does not exist." % model,
+                     "type": "NotFoundError", "param": None, "code": 404},
+                    status=404, headers=hdr)
+            if model is not None and model != MODEL["name"]:
+                # vLLM keys an adapter's prefix cache by the adapter too
+                data = b"\x00lora:" + model.encode("utf-8") + b"\x00" + data
         if num_tokens(len(data)) > args.max_model_len:
             inst.m["refused"] += 1
             return web.json_response(
@@ -765,6 +818,12 @@ async def amain(args):
     runners = []
     tasks = []
     insts = make_instances(names, ports, args)
+    try:
+        served = parse_models(args.models, len(insts))
+    except ValueError as e:
+        sys.exit("llmsim: %s" % e)
+    for inst, ids in zip(insts, served):
+        inst.models = ids
     pool = insts[0].cache if args.pooled and insts else None
     for inst in insts:
         port = inst.port
@@ -818,6 +877,12 @@ def main(argv=None):
     ap.add_argument("--stream-interval", type=float, default=0.02,
                     help="least wall seconds between two SSE writes of a "
                          "stream (the first token is never delayed)")
+    ap.add_argument("--models", default="",
+                    help="adapters each instance serves besides the base "
+                         "model, instances separated by ';', names by ',' "
+                         "(\"a,b;b,c\"); a request naming another model is "
+                         "answered 404, and GET /v1/models lists them "
+                         "(default: any model is accepted)")
     ap.add_argument("--max-seconds", type=float, default=0,
                     help="exit after this many wall seconds (0: never)")
     args = ap.parse_args(argv)

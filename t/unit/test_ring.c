@@ -71,6 +71,7 @@ static void test_pick_random(void);
 static void test_least_loaded(void);
 static void test_least_loaded_ties(void);
 static void test_route_name(void);
+static void test_pick_absent(void);
 
 
 static test_ring_t  ta, tb;
@@ -189,6 +190,10 @@ probe(void *ctx, uint32_t server, uint64_t *inflight)
     p->s[server].calls++;
 
     *inflight = p->s[server].inflight;
+
+    if (p->s[server].usable == 2) {
+        return PA_SERVER_ABSENT;
+    }
 
     return p->s[server].usable ? PA_SERVER_USABLE : PA_SERVER_UNUSABLE;
 }
@@ -1055,6 +1060,96 @@ test_route_name(void)
 }
 
 
+/*
+ * servers outside a model's set are absent: the walk passes them over as
+ * if they were not on the ring, so the first member met is an affinity
+ * choice, and a key goes where a ring of the members alone sends it
+ */
+
+static void
+test_pick_absent(void)
+{
+    uint32_t       i, n, k, order[MAX_SERVERS];
+    uint64_t       key, state;
+    pa_pick_t      pick, ref;
+    test_probe_t   p, q;
+    unsigned char  seen[(MAX_SERVERS + 7) / 8];
+
+    static const uint32_t  ids[5] = { 1, 2, 3, 4, 5 };
+    static const uint32_t  members[3] = { 1, 3, 4 };
+
+    CHECK(ring_make(&ta, ids, NULL, 5) == 0);
+    CHECK(ring_make(&tb, members, NULL, 3) == 0);
+
+    key = 0x5eed5eed5eed5eedULL;
+    n = ref_walk(&ta.ring, key, order);
+    CHECK(n == 5);
+
+    /* the first choice absent: the next is an affinity choice */
+
+    probe_reset(&p, 5);
+    p.s[order[0]].usable = 2;
+    p.s[order[1]].inflight = 2;
+    CHECK(pa_ring_pick(&ta.ring, key, 4, probe, &p, seen, &pick) == 0);
+    CHECK(pick.server == order[1]);
+    CHECK(pick.route == PA_ROUTE_AFFINITY);
+    CHECK(pick.first_usable == 1);
+    CHECK(pick.first_inflight == 2);
+
+    /* absent, then at the threshold: a spill to the third */
+
+    probe_reset(&p, 5);
+    p.s[order[0]].usable = 2;
+    p.s[order[1]].inflight = 4;
+    CHECK(pa_ring_pick(&ta.ring, key, 4, probe, &p, seen, &pick) == 0);
+    CHECK(pick.server == order[2]);
+    CHECK(pick.route == PA_ROUTE_SPILL);
+
+    /* absent, then unusable: a failover */
+
+    probe_reset(&p, 5);
+    p.s[order[0]].usable = 2;
+    p.s[order[1]].usable = 0;
+    CHECK(pa_ring_pick(&ta.ring, key, 4, probe, &p, seen, &pick) == 0);
+    CHECK(pick.server == order[2]);
+    CHECK(pick.route == PA_ROUTE_FAILOVER);
+
+    /* all absent: nothing */
+
+    probe_reset(&p, 5);
+
+    for (i = 0; i < 5; i++) {
+        p.s[i].usable = 2;
+    }
+
+    CHECK(pa_ring_pick(&ta.ring, key, 4, probe, &p, seen, &pick) == -1);
+
+    /* the members' ring and the full ring with the others absent agree */
+
+    state = 12345;
+    k = 0;
+
+    for (i = 0; i < 20000; i++) {
+        key = rnd_next(&state);
+
+        probe_reset(&p, 5);
+        p.s[1].usable = 2;                        /* 10.0.0.2 */
+        p.s[4].usable = 2;                        /* 10.0.0.5 */
+        probe_reset(&q, 3);
+
+        if (pa_ring_pick(&ta.ring, key, 4, probe, &p, seen, &pick) != 0
+            || pa_ring_pick(&tb.ring, key, 4, probe, &q, seen, &ref) != 0
+            || strcmp(ta.names[pick.server], tb.names[ref.server]) != 0
+            || pick.route != PA_ROUTE_AFFINITY)
+        {
+            k++;
+        }
+    }
+
+    CHECK_MSG(k == 0, "%u keys differ", (unsigned) k);
+}
+
+
 int
 main(void)
 {
@@ -1070,6 +1165,7 @@ main(void)
     test_least_loaded();
     test_least_loaded_ties();
     test_route_name();
+    test_pick_absent();
 
     return UNIT_DONE();
 }

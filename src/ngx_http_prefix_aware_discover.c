@@ -1,0 +1,594 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * models=discover: each worker has a timer per upstream, and the first
+ * whose turn it is (a compare-and-swap of the round's time in the zone)
+ * asks every server of the upstream GET /v1/models at once, on nginx's
+ * event loop, with a short timeout and a fixed buffer; the ids each
+ * server lists go to its record in the upstream's models zone, found by
+ * its name.  A server that does not answer keeps its last list for
+ * NGX_HTTP_PREFIX_AWARE_MODELS_HOLD intervals, then counts as serving
+ * every model until it answers again.
+ */
+
+
+#include "ngx_http_prefix_aware.h"
+
+
+/* a poll of one server's /v1/models */
+typedef struct {
+    ngx_http_prefix_aware_models_t        *models;
+    ngx_uint_t                             server;
+    ngx_peer_connection_t                  pc;
+    ngx_buf_t                             *request;
+    u_char                                *buf;
+    u_char                                *last;
+    ngx_uint_t                             nids;
+    uint64_t                              *ids;
+    ngx_http_prefix_aware_shm_model_t     *names;     /* scratch, by id */
+    ngx_uint_t                             dropped;
+} ngx_http_prefix_aware_poll_t;
+
+
+static void ngx_http_prefix_aware_models_timer(ngx_event_t *ev);
+static void ngx_http_prefix_aware_models_poll(
+    ngx_http_prefix_aware_models_t *m, ngx_uint_t server);
+static void ngx_http_prefix_aware_models_write(ngx_event_t *wev);
+static void ngx_http_prefix_aware_models_read(ngx_event_t *rev);
+static void ngx_http_prefix_aware_models_dummy(ngx_event_t *ev);
+static void ngx_http_prefix_aware_models_id(void *ctx, const unsigned char *id,
+    size_t len);
+static void ngx_http_prefix_aware_models_done(
+    ngx_http_prefix_aware_poll_t *p, const char *error);
+static void ngx_http_prefix_aware_models_apply(
+    ngx_http_prefix_aware_poll_t *p, ngx_uint_t ok);
+
+
+/* each worker's timers; the first whose turn it is polls for all */
+
+void
+ngx_http_prefix_aware_models_start(ngx_cycle_t *cycle,
+    ngx_http_prefix_aware_main_conf_t *pamcf)
+{
+    ngx_uint_t                          i;
+    ngx_http_prefix_aware_models_t     *m;
+    ngx_http_prefix_aware_srv_conf_t  **pacf;
+
+    if (ngx_process != NGX_PROCESS_WORKER
+        && ngx_process != NGX_PROCESS_SINGLE)
+    {
+        return;
+    }
+
+    pacf = pamcf->upstreams.elts;
+
+    for (i = 0; i < pamcf->upstreams.nelts; i++) {
+        m = pacf[i]->models;
+
+        if (m == NULL || !m->discover || m->timer.timer_set) {
+            continue;
+        }
+
+        m->timer.handler = ngx_http_prefix_aware_models_timer;
+        m->timer.data = m;
+        m->timer.log = cycle->log;
+        m->timer.cancelable = 1;
+
+        ngx_add_timer(&m->timer, 1);
+    }
+}
+
+
+/*
+ * a round starts an interval after the last one, by whichever worker's
+ * timer fires first then: each sets its timer to the next round's time,
+ * read from the zone, and a compare-and-swap of the round's time there
+ * lets one of them through
+ */
+
+static void
+ngx_http_prefix_aware_models_timer(ngx_event_t *ev)
+{
+    ngx_uint_t                       j;
+    ngx_msec_t                       now, next;
+    ngx_msec_int_t                   elapsed;
+    ngx_atomic_uint_t                last;
+    ngx_http_prefix_aware_models_t  *m;
+
+    m = ev->data;
+
+    if (ngx_exiting || ngx_quit || ngx_terminate) {
+        return;
+    }
+
+    now = ngx_current_msec;
+    last = m->sh->polled;
+    elapsed = (ngx_msec_int_t) (now - (ngx_msec_t) last);
+
+    /* a timer may fire a few milliseconds early as nginx rounds them */
+
+    if (m->pending == 0
+        && (last == 0 || elapsed >= (ngx_msec_int_t) m->interval - 5)
+        && ngx_atomic_cmp_set(&m->sh->polled, last, now ? now : 1))
+    {
+        m->pool = ngx_create_pool(4096, ev->log);
+
+        if (m->pool) {
+            m->polls = ngx_pcalloc(m->pool, m->pacf->nservers * sizeof(void *));
+
+            if (m->polls == NULL) {
+                ngx_destroy_pool(m->pool);
+                m->pool = NULL;
+            }
+        }
+
+        if (m->pool) {
+            ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ev->log, 0,
+                           "prefix_aware models: polling the %ui servers",
+                           m->pacf->nservers);
+
+            m->pending = m->pacf->nservers;
+
+            for (j = 0; j < m->pacf->nservers; j++) {
+                ngx_http_prefix_aware_models_poll(m, j);
+            }
+        }
+    }
+
+    last = m->sh->polled;
+    elapsed = (ngx_msec_int_t) (now - (ngx_msec_t) last);
+
+    if (elapsed < 0 || elapsed >= (ngx_msec_int_t) m->interval) {
+        next = m->interval;
+
+    } else {
+        next = m->interval - (ngx_msec_t) elapsed;
+    }
+
+    ngx_add_timer(ev, ngx_max(next, 10));
+}
+
+
+static void
+ngx_http_prefix_aware_models_poll(ngx_http_prefix_aware_models_t *m,
+    ngx_uint_t server)
+{
+    ngx_int_t                      rc;
+    ngx_buf_t                     *b;
+    ngx_connection_t              *c;
+    ngx_http_upstream_rr_peer_t   *peer;
+    ngx_http_prefix_aware_poll_t  *p;
+
+    static u_char  get[] = "GET /v1/models HTTP/1.0" CRLF "Host: ";
+    static u_char  end[] = CRLF "Accept: application/json" CRLF
+                           "User-Agent: nginx-prefix-aware" CRLF CRLF;
+
+    p = ngx_pcalloc(m->pool, sizeof(ngx_http_prefix_aware_poll_t));
+    if (p == NULL) {
+        if (--m->pending == 0) {
+            ngx_destroy_pool(m->pool);
+            m->pool = NULL;
+        }
+
+        return;
+    }
+
+    m->polls[server] = p;
+    p->models = m;
+    p->server = server;
+
+    peer = m->pacf->peer[server];
+
+    if (peer == NULL) {
+        ngx_http_prefix_aware_models_done(p, "no peer");
+        return;
+    }
+
+    b = ngx_create_temp_buf(m->pool,
+                            sizeof(get) + peer->server.len + sizeof(end));
+    if (b == NULL) {
+        ngx_http_prefix_aware_models_done(p, "no memory");
+        return;
+    }
+
+    b->last = ngx_cpymem(b->last, get, sizeof(get) - 1);
+    b->last = ngx_cpymem(b->last, peer->server.data, peer->server.len);
+    b->last = ngx_cpymem(b->last, end, sizeof(end) - 1);
+    p->request = b;
+
+    p->pc.sockaddr = peer->sockaddr;
+    p->pc.socklen = peer->socklen;
+    p->pc.name = &peer->name;
+    p->pc.get = ngx_event_get_peer;
+    p->pc.log = m->timer.log;
+    p->pc.log_error = NGX_ERROR_INFO;
+
+    rc = ngx_event_connect_peer(&p->pc);
+
+    if (rc == NGX_ERROR || rc == NGX_BUSY || rc == NGX_DECLINED) {
+        ngx_http_prefix_aware_models_done(p, "cannot connect");
+        return;
+    }
+
+    c = p->pc.connection;
+    c->data = p;
+    c->log_error = NGX_ERROR_INFO;
+    c->read->handler = ngx_http_prefix_aware_models_read;
+    c->write->handler = ngx_http_prefix_aware_models_write;
+
+    ngx_add_timer(c->read, ngx_min(m->interval / 2,
+                                   NGX_HTTP_PREFIX_AWARE_MODELS_WAIT));
+
+    if (rc == NGX_OK) {
+        ngx_http_prefix_aware_models_write(c->write);
+    }
+}
+
+
+/*
+ * the configuration's pool goes (a process exits, or a single process
+ * reloads): its timer and the polls of a round in progress go with it
+ */
+
+void
+ngx_http_prefix_aware_models_stop(void *data)
+{
+    ngx_http_prefix_aware_models_t  *m = data;
+
+    ngx_uint_t                     j;
+    ngx_http_prefix_aware_poll_t  *p;
+
+    if (m->timer.timer_set) {
+        ngx_del_timer(&m->timer);
+    }
+
+    if (m->pool == NULL) {
+        return;
+    }
+
+    for (j = 0; j < m->pacf->nservers; j++) {
+        p = m->polls[j];
+
+        if (p && p->pc.connection) {
+            ngx_close_connection(p->pc.connection);
+            p->pc.connection = NULL;
+        }
+    }
+
+    ngx_destroy_pool(m->pool);
+    m->pool = NULL;
+    m->pending = 0;
+}
+
+
+static void
+ngx_http_prefix_aware_models_write(ngx_event_t *wev)
+{
+    ssize_t                        n;
+    ngx_buf_t                     *b;
+    ngx_connection_t              *c;
+    ngx_http_prefix_aware_poll_t  *p;
+
+    c = wev->data;
+    p = c->data;
+    b = p->request;
+
+    n = c->send(c, b->pos, b->last - b->pos);
+
+    if (n == NGX_ERROR) {
+        ngx_http_prefix_aware_models_done(p, "cannot send");
+        return;
+    }
+
+    if (n > 0) {
+        b->pos += n;
+    }
+
+    if (b->pos < b->last) {
+        if (ngx_handle_write_event(wev, 0) != NGX_OK) {
+            ngx_http_prefix_aware_models_done(p, "cannot send");
+        }
+
+        return;
+    }
+
+    wev->handler = ngx_http_prefix_aware_models_dummy;
+
+    if (ngx_handle_write_event(wev, 0) != NGX_OK) {
+        ngx_http_prefix_aware_models_done(p, "cannot send");
+    }
+}
+
+
+static void
+ngx_http_prefix_aware_models_read(ngx_event_t *rev)
+{
+    u_char                        *body, *end;
+    ssize_t                        n;
+    ngx_connection_t              *c;
+    ngx_http_prefix_aware_poll_t  *p;
+
+    c = rev->data;
+    p = c->data;
+
+    if (rev->timedout) {
+        ngx_http_prefix_aware_models_done(p, "timed out");
+        return;
+    }
+
+    if (p->buf == NULL) {
+        p->buf = ngx_palloc(p->models->pool,
+                            NGX_HTTP_PREFIX_AWARE_MODELS_BUF);
+        if (p->buf == NULL) {
+            ngx_http_prefix_aware_models_done(p, "no memory");
+            return;
+        }
+
+        p->last = p->buf;
+    }
+
+    end = p->buf + NGX_HTTP_PREFIX_AWARE_MODELS_BUF;
+
+    for ( ;; ) {
+        if (p->last == end) {
+            ngx_http_prefix_aware_models_done(p, "answer over 64 KB");
+            return;
+        }
+
+        n = c->recv(c, p->last, end - p->last);
+
+        if (n == NGX_AGAIN) {
+            if (ngx_handle_read_event(rev, 0) != NGX_OK) {
+                ngx_http_prefix_aware_models_done(p, "cannot read");
+            }
+
+            return;
+        }
+
+        if (n == NGX_ERROR) {
+            ngx_http_prefix_aware_models_done(p, "cannot read");
+            return;
+        }
+
+        if (n == 0) {
+            break;
+        }
+
+        p->last += n;
+    }
+
+    /* HTTP/1.0 was asked: the answer ends when the server closes */
+
+    n = p->last - p->buf;
+
+    if (n < 12 || ngx_strncmp(p->buf, "HTTP/1.", 7) != 0
+        || ngx_strncmp(p->buf + 8, " 200", 4) != 0)
+    {
+        ngx_http_prefix_aware_models_done(p, "status is not 200");
+        return;
+    }
+
+    body = ngx_strlcasestrn(p->buf, p->last, (u_char *) CRLF CRLF, 4 - 1);
+
+    if (body == NULL
+        || ngx_strlcasestrn(p->buf, body,
+                            (u_char *) "transfer-encoding:", 18 - 1)
+           != NULL)
+    {
+        ngx_http_prefix_aware_models_done(p, "unexpected answer");
+        return;
+    }
+
+    body += 4;
+
+    p->ids = ngx_palloc(p->models->pool,
+                        NGX_HTTP_PREFIX_AWARE_MAX_MODELS * sizeof(uint64_t));
+    p->names = ngx_palloc(p->models->pool, NGX_HTTP_PREFIX_AWARE_MAX_MODELS
+                              * sizeof(ngx_http_prefix_aware_shm_model_t));
+
+    if (p->ids == NULL || p->names == NULL) {
+        ngx_http_prefix_aware_models_done(p, "no memory");
+        return;
+    }
+
+    if (pa_models_parse(body, p->last - body, ngx_http_prefix_aware_models_id,
+                        p, NULL)
+        < 0)
+    {
+        ngx_http_prefix_aware_models_done(p, "not a list of models");
+        return;
+    }
+
+    ngx_http_prefix_aware_models_done(p, NULL);
+}
+
+
+static void
+ngx_http_prefix_aware_models_dummy(ngx_event_t *ev)
+{
+}
+
+
+static void
+ngx_http_prefix_aware_models_id(void *ctx, const unsigned char *id,
+    size_t len)
+{
+    ngx_http_prefix_aware_poll_t  *p = ctx;
+
+    ngx_http_prefix_aware_shm_model_t  *s;
+
+    if (p->nids == NGX_HTTP_PREFIX_AWARE_MAX_MODELS) {
+        p->dropped++;
+        return;
+    }
+
+    s = &p->names[p->nids];
+    s->len = len;
+    ngx_memcpy(s->name, id, len);
+
+    p->ids[p->nids++] = pa_models_hash(id, len);
+}
+
+
+/* a poll ends: its result goes to the zone, the round's pool when all did */
+
+static void
+ngx_http_prefix_aware_models_done(ngx_http_prefix_aware_poll_t *p,
+    const char *error)
+{
+    ngx_http_prefix_aware_models_t  *m;
+
+    m = p->models;
+
+    if (p->pc.connection) {
+        ngx_close_connection(p->pc.connection);
+        p->pc.connection = NULL;
+    }
+
+    if (error) {
+        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, m->timer.log, 0,
+                       "prefix_aware models: server %ui: %s",
+                       p->server, error);
+    }
+
+    ngx_http_prefix_aware_models_apply(p, error == NULL);
+
+    if (--m->pending == 0) {
+        ngx_destroy_pool(m->pool);
+        m->pool = NULL;
+    }
+}
+
+
+static void
+ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
+    ngx_uint_t ok)
+{
+    time_t                                now;
+    ngx_msec_t                            hold;
+    uint64_t                    listed[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+    ngx_int_t                             k;
+    ngx_str_t                            *name;
+    ngx_uint_t                            i, changed, full;
+    ngx_slab_pool_t                      *shpool;
+    ngx_http_prefix_aware_models_t       *m;
+    ngx_http_prefix_aware_models_shm_t   *sh;
+    ngx_http_prefix_aware_shm_mserver_t  *rec;
+
+    m = p->models;
+    sh = m->sh;
+    shpool = (ngx_slab_pool_t *) m->zone->shm.addr;
+    name = &m->pacf->names[p->server];
+    now = ngx_time();
+    changed = 0;
+    full = p->dropped;
+
+    ngx_shmtx_lock(&shpool->mutex);
+
+    for (rec = sh->servers; rec; rec = rec->next) {
+        if (rec->name.len == name->len
+            && ngx_strncmp(rec->name.data, name->data, name->len) == 0)
+        {
+            break;
+        }
+    }
+
+    if (rec == NULL) {
+        rec = ngx_slab_calloc_locked(shpool,
+                                 sizeof(ngx_http_prefix_aware_shm_mserver_t)
+                                 + name->len);
+        if (rec == NULL) {
+            ngx_shmtx_unlock(&shpool->mutex);
+
+            ngx_log_error(NGX_LOG_ALERT, m->timer.log, 0,
+                          "prefix_aware: the models zone of upstream "
+                          "\"%V\" is full, server \"%V\" counts as serving "
+                          "every model", &m->pacf->upstream->host, name);
+            return;
+        }
+
+        rec->name.data = (u_char *) (rec + 1);
+        rec->name.len = name->len;
+        ngx_memcpy(rec->name.data, name->data, name->len);
+        rec->wild = 1;
+
+        rec->next = sh->servers;
+        sh->servers = rec;
+    }
+
+    if (ok) {
+        ngx_memzero(listed, sizeof(listed));
+
+        for (i = 0; i < p->nids; i++) {
+            k = ngx_http_prefix_aware_models_slot(sh, p->ids[i],
+                                                  p->names[i].name,
+                                                  p->names[i].len, listed, 0);
+            if (k < 0) {
+                full++;
+                continue;
+            }
+
+            listed[k / 64] |= (uint64_t) 1 << (k % 64);
+            sh->model[k].seen = now;
+        }
+
+        if (rec->wild || ngx_memcmp(listed, rec->listed, sizeof(listed)) != 0)
+        {
+            changed = 1;
+        }
+
+        if (rec->failing || rec->answered == 0) {
+            ngx_log_error(NGX_LOG_NOTICE, m->timer.log, 0,
+                          "prefix_aware: server \"%V\" of upstream \"%V\" "
+                          "lists %ui models", name, &m->pacf->upstream->host,
+                          p->nids);
+        }
+
+        ngx_memcpy(rec->listed, listed, sizeof(listed));
+        rec->nmodels = p->nids + p->dropped;
+        rec->answered = now;
+        rec->answered_ms = ngx_current_msec;
+        rec->failing = 0;
+        rec->wild = 0;
+
+    } else {
+        if (!rec->failing) {
+            ngx_log_error(NGX_LOG_WARN, m->timer.log, 0,
+                          "prefix_aware: server \"%V\" of upstream \"%V\" "
+                          "does not list its models", name,
+                          &m->pacf->upstream->host);
+        }
+
+        rec->failing = 1;
+
+        /* the monotonic clock, the same in every process */
+
+        hold = NGX_HTTP_PREFIX_AWARE_MODELS_HOLD * m->interval;
+
+        if (!rec->wild
+            && (ngx_msec_int_t) (ngx_current_msec - rec->answered_ms)
+               >= (ngx_msec_int_t) hold)
+        {
+            rec->wild = 1;
+            changed = 1;
+
+            ngx_log_error(NGX_LOG_WARN, m->timer.log, 0,
+                          "prefix_aware: server \"%V\" of upstream \"%V\" "
+                          "has not listed its models for %d intervals, it "
+                          "counts as serving every model", name,
+                          &m->pacf->upstream->host,
+                          NGX_HTTP_PREFIX_AWARE_MODELS_HOLD);
+        }
+    }
+
+    if (changed) {
+        sh->version++;
+    }
+
+    if (full) {
+        ngx_atomic_fetch_add(&sh->full, full);
+    }
+
+    ngx_shmtx_unlock(&shpool->mutex);
+}

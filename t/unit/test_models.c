@@ -1,0 +1,232 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * pa_models_parse(): the ids of /v1/models answers as vLLM, SGLang and
+ * TGI give them, escapes, what is passed over, what is refused; and that
+ * an id and an OpenAI body's "model" have the same hash.
+ */
+
+
+#include <string.h>
+
+#include "unit.h"
+#include "arena.h"
+#include "pa_models.h"
+#include "pa_openai.h"
+
+
+typedef struct {
+    int     n;
+    char    ids[8][PA_MODELS_ID_MAX + 1];
+    size_t  len[8];
+} got_t;
+
+
+static void
+got_id(void *ctx, const unsigned char *id, size_t len)
+{
+    got_t  *g = ctx;
+
+    if (g->n < 8) {
+        memcpy(g->ids[g->n], id, len);
+        g->ids[g->n][len] = '\0';
+        g->len[g->n] = len;
+    }
+
+    g->n++;
+}
+
+
+static int
+parse(const char *s, got_t *g, size_t *skipped)
+{
+    memset(g, 0, sizeof(got_t));
+
+    return pa_models_parse((const unsigned char *) s, strlen(s), got_id, g,
+                           skipped);
+}
+
+
+static void
+test_vllm(void)
+{
+    int     rc;
+    got_t   g;
+    size_t  skipped;
+
+    /* vLLM 0.6 with --enable-lora and two adapters */
+
+    rc = parse("{\"object\":\"list\",\"data\":[{\"id\":\"meta-llama/"
+               "Llama-3.1-8B-Instruct\",\"object\":\"model\",\"created\":"
+               "1733000000,\"owned_by\":\"vllm\",\"root\":\"meta-llama/"
+               "Llama-3.1-8B-Instruct\",\"parent\":null,\"max_model_len\":"
+               "8192,\"permission\":[{\"id\":\"modelperm-1\",\"object\":"
+               "\"model_permission\",\"allow_sampling\":true,\"group\":null,"
+               "\"is_blocking\":false}]},{\"id\":\"sql-lora\",\"object\":"
+               "\"model\",\"parent\":\"meta-llama/Llama-3.1-8B-Instruct\"},"
+               "{\"id\":\"chat-lora\",\"root\":\"/adapters/chat\"}]}",
+               &g, &skipped);
+
+    CHECK(rc == 3);
+    CHECK(g.n == 3);
+    CHECK(strcmp(g.ids[0], "meta-llama/Llama-3.1-8B-Instruct") == 0);
+    CHECK(strcmp(g.ids[1], "sql-lora") == 0);
+    CHECK(strcmp(g.ids[2], "chat-lora") == 0);
+    CHECK(skipped == 0);
+}
+
+
+static void
+test_shapes(void)
+{
+    got_t   g;
+    size_t  skipped;
+    char    big[PA_MODELS_ID_MAX + 64];
+
+    /* "data" anywhere at the top, white space, an empty list */
+
+    CHECK(parse(" { \"a\" : [1, -2.5e+3, {\"data\": 1}], \"data\" : [ ] ,"
+                "\"z\":\"\\u00e9\" } \n", &g, NULL) == 0);
+
+    CHECK(parse("{\"data\":[{\"id\":\"a\\/b\\u00e9\\ud83d\\ude00\"}]}",
+                &g, NULL) == 1);
+    CHECK(strcmp(g.ids[0], "a/b\xc3\xa9\xf0\x9f\x98\x80") == 0);
+
+    /* elements without a string id are passed over, and counted */
+
+    CHECK(parse("{\"data\":[1,\"x\",{},{\"id\":7},{\"name\":\"n\"},"
+                "{\"id\":\"\"},{\"id\":\"ok\"},null]}", &g, &skipped) == 1);
+    CHECK(strcmp(g.ids[0], "ok") == 0);
+    CHECK(skipped == 7);
+
+    /* an id longer than PA_MODELS_ID_MAX */
+
+    memset(big, 0, sizeof(big));
+    strcpy(big, "{\"data\":[{\"id\":\"");
+    memset(big + strlen(big), 'm', PA_MODELS_ID_MAX + 1);
+    strcat(big, "\"},{\"id\":\"b\"}]}");
+
+    CHECK(parse(big, &g, &skipped) == 1);
+    CHECK(skipped == 1);
+    CHECK(strcmp(g.ids[0], "b") == 0);
+
+    /* exactly PA_MODELS_ID_MAX is kept */
+
+    memset(big, 0, sizeof(big));
+    strcpy(big, "{\"data\":[{\"id\":\"");
+    memset(big + strlen(big), 'm', PA_MODELS_ID_MAX);
+    strcat(big, "\"}]}");
+
+    CHECK(parse(big, &g, &skipped) == 1);
+    CHECK(g.len[0] == PA_MODELS_ID_MAX);
+}
+
+
+static void
+test_refused(void)
+{
+    int     i;
+    got_t   g;
+    char    deep[256];
+
+    static const char  *bad[] = {
+        "",
+        "[]",
+        "{}",
+        "{\"data\":{}}",
+        "{\"data\":\"x\"}",
+        "{\"data\":[{\"id\":\"a\"}]",
+        "{\"data\":[{\"id\":\"a\"}]} x",
+        "{\"data\":[{\"id\":\"a\"},]}",
+        "{\"data\":[{\"id\":\"a\x01\"}]}",
+        "{\"data\":[{\"id\":\"\\x\"}]}",
+        "{\"data\":[{\"id\":\"\\udc00\"}]}",
+        "{\"data\":[{\"id\":\"\\ud800x\"}]}",
+        "{\"data\":[01]}",
+        "{\"data\":[1.]}",
+        "{\"data\":[tru]}",
+        "{\"data\":[], \"a\": }",
+        "{'data':[]}",
+        NULL
+    };
+
+    for (i = 0; bad[i]; i++) {
+        CHECK_MSG(parse(bad[i], &g, NULL) == -1, "%s", bad[i]);
+    }
+
+    /* too deep */
+
+    memset(deep, 0, sizeof(deep));
+    strcpy(deep, "{\"data\":[],\"x\":");
+
+    for (i = 0; i < PA_MODELS_MAX_DEPTH; i++) {
+        strcat(deep, "[");
+    }
+
+    for (i = 0; i < PA_MODELS_MAX_DEPTH; i++) {
+        strcat(deep, "]");
+    }
+
+    strcat(deep, "}");
+
+    CHECK(parse(deep, &g, NULL) == -1);
+
+    /* a truncated body at every length fails, never reads past its end */
+
+    {
+        const char  *s = "{\"data\":[{\"id\":\"abc\",\"x\":[1,2]}]}";
+        size_t       n;
+
+        for (n = 0; n < strlen(s); n++) {
+            CHECK(pa_models_parse((const unsigned char *) s, n, got_id, &g,
+                                  NULL) == -1);
+        }
+    }
+}
+
+
+static void
+test_hash(void)
+{
+    ta_arena_t       a;
+    pa_oai_t        *x;
+    pa_alloc_t       alloc;
+    pa_oai_result_t  res;
+
+    static const char  body[] =
+        "{\"model\":\"sql-\\u006cora\",\"messages\":[{\"role\":\"user\","
+        "\"content\":\"hi\"}]}";
+
+    a.blocks = NULL;
+    a.fail_at = -1;
+    a.count = 0;
+    alloc.alloc = ta_alloc;
+    alloc.ctx = &a;
+
+    x = pa_oai_create(&alloc, 64, 0);
+    CHECK(x != NULL);
+
+    (void) pa_oai_feed(x, (const unsigned char *) body, sizeof(body) - 1);
+    pa_oai_finish(x, &res);
+
+    CHECK(res.status == PA_OAI_OK);
+    CHECK(res.has_model);
+    CHECK(pa_models_hash((const unsigned char *) "sql-lora", 8)
+          == (res.model ? res.model : 1));
+    CHECK(pa_models_hash((const unsigned char *) "sql-lor", 7) != res.model);
+
+    ta_reset(&a);
+}
+
+
+int
+main(void)
+{
+    test_vllm();
+    test_shapes();
+    test_refused();
+    test_hash();
+
+    return UNIT_DONE();
+}
