@@ -233,11 +233,14 @@ def nginx_conf(tmp, port, backends, directive, module=False):
         lines.append("user root;")
     servers = "\n".join("        server 127.0.0.1:%d max_fails=0;" % b
                         for b in backends)
-    # the module's runs: $pa_split, a 50/50 split of the sessions between
-    # prefix routing and least outstanding for "strategy=$pa_split" arms,
-    # and the strategy of each response in a header the client records
+    # the module's runs: $pa_split, a 50/50 split of the prefix groups
+    # (conversation, document, tenant, file, template) between prefix
+    # routing and least outstanding for "strategy=$pa_split" arms, as a
+    # canary splits by tenant: a group split between the arms would share
+    # its cache entries across them; and the strategy of each response in
+    # a header the client records
     split = """
-    split_clients "${http_x_bench_session}" $pa_split {
+    split_clients "${http_x_bench_group}" $pa_split {
         50%  prefix;
         *    least_outstanding;
     }""" if module else ""
@@ -613,7 +616,8 @@ async def do_request(session, url, req, rec, timeout):
         async with session.post(url + req.path, data=req.body, headers={
                 "Content-Type": "application/json",
                 "Accept": "text/event-stream",
-                "X-Bench-Session": str(req.session)},
+                "X-Bench-Session": str(req.session),
+                "X-Bench-Group": str(req.group)},
                 timeout=aiohttp.ClientTimeout(total=timeout)) as r:
             rec.status = r.status
             rec.instance = r.headers.get("X-Instance")
