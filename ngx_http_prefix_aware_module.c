@@ -621,7 +621,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     char                            *rv;
     ngx_int_t                        rc;
     ngx_str_t                       *value, s;
-    ngx_uint_t                       i;
+    ngx_uint_t                       i, length;
     ngx_http_upstream_server_t      *server;
     ngx_http_upstream_srv_conf_t    *uscf;
 
@@ -630,6 +630,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     pacf->length = 4096;
+    length = 0;
     pacf->threshold = 10;
     pacf->format = NGX_HTTP_PREFIX_AWARE_FORMAT_AUTO;
     pacf->index_size = 0;
@@ -649,6 +650,8 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             if (rv != NGX_CONF_OK) {
                 return rv;
             }
+
+            length = 1;
 
             continue;
         }
@@ -713,6 +716,12 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                            "models_interval=, model_header= and "
                            "model_fallback=", &value[i]);
         return NGX_CONF_ERROR;
+    }
+
+    /* the index matches deeper than one key: by default, 32768 units */
+
+    if (pacf->index_size && !length) {
+        pacf->length = NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH;
     }
 
     uscf = ngx_http_conf_get_module_srv_conf(cf, ngx_http_upstream_module);

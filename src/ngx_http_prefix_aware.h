@@ -75,6 +75,7 @@
 /* routing v2: servers kept per block in the index, decode share of work */
 #define NGX_HTTP_PREFIX_AWARE_HOLDERS         4
 #define NGX_HTTP_PREFIX_AWARE_DECODE          512
+#define NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH    32768
 
 /* matched depth, in blocks: 0, 1, 2, 4, ... 512, +inf */
 #define NGX_HTTP_PREFIX_AWARE_DEPTHS          12

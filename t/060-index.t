@@ -48,6 +48,10 @@ $servers    }
         prefix_aware length=4096 index=1m block=128 match=0;
 $servers    }
 
+    upstream v4 {
+        prefix_aware index=256k;
+$servers    }
+
     server {
         listen 127.0.0.1:$listen;
         add_header X-Depth \$prefix_aware_depth;
@@ -147,6 +151,8 @@ is $ix->{depth}{buckets}[0], $short_depth ? 12 : 13,
    'the first members matched nothing (and the 300-byte body, off its '
    . 'holder)';
 is $ix->{match}, 60, 'match 60 by default';
+is $json->{upstreams}{v4}{length}, 32768, 'length 32768 by default with index';
+is $json->{upstreams}{v1}{length}, 4096, '... 4096 as given without';
 ok $ix->{used} > 0 && $ix->{used} <= $ix->{entries},
    "the index holds $ix->{used} of $ix->{entries} entries";
 is_deeply [ map { $_->{inflight} } @{ $json->{upstreams}{v2}{servers} } ],
