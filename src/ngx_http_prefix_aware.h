@@ -76,6 +76,7 @@
 #define NGX_HTTP_PREFIX_AWARE_HOLDERS         4
 #define NGX_HTTP_PREFIX_AWARE_DECODE          512
 #define NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH    32768
+#define NGX_HTTP_PREFIX_AWARE_RING_LENGTH     4096
 
 /* matched depth, in blocks: 0, 1, 2, 4, ... 512, +inf */
 #define NGX_HTTP_PREFIX_AWARE_DEPTHS          12

@@ -53,7 +53,7 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
     u_char                             *idp;
     ngx_str_t                           id, *uri;
     ngx_int_t                           rc;
-    ngx_uint_t                          format;
+    ngx_uint_t                          format, k;
     ngx_pool_t                         *pool;
     ngx_http_prefix_aware_srv_conf_t   *pacf;
     u_char                              pck[PA_ID_MAX_LEN];
@@ -137,8 +137,19 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
 
     pd->id = idlen ? 1 : 0;
 
-    /* a prefix nobody holds enough of is placed by its key, as index=off */
+    /*
+     * a prefix nobody holds enough of is placed on the ring by its first
+     * 4096 units, as with index=off's default length, however deep the
+     * index matches: a conversation or a file edited past its beginning
+     * keeps its home; block k's hash stands for blocks 1..k
+     */
+
     pd->ring_key = pd->hash;
+
+    if (pd->nblocks) {
+        k = ngx_max(NGX_HTTP_PREFIX_AWARE_RING_LENGTH / pacf->block, 1);
+        pd->ring_key = pd->blocks[ngx_min(pd->nblocks, k) - 1];
+    }
 
     if (pacf->models) {
         return ngx_http_prefix_aware_models_route(r, pd);

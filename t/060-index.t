@@ -7,8 +7,10 @@
 # 2. index=1m: every member after the first lands where the first went,
 #    with $prefix_aware_depth 14 (1,900 bytes hold 14 blocks of 128, 65 %
 #    of the body, over match=60); a body that shares only the first 300
-#    bytes (2 blocks, 13 %) is placed by its key, where index=off sends
-#    it, and with match=0 (upstream v3) it follows the deepest holder.
+#    bytes (2 blocks, 13 %) is placed by its key on the ring (its first
+#    4096 bytes), where an index that never saw its family (upstream v4)
+#    sends it too, and with match=0 (upstream v3) it follows the deepest
+#    holder.
 # 3. The index is shared by the workers (worker_processes 2, a connection
 #    per request) and kept across a reload: after it, a new member of an
 #    old family still lands on its server.
@@ -59,6 +61,7 @@ $servers    }
         location /v1/ { proxy_pass http://v1; }
         location /v2/ { proxy_pass http://v2; }
         location /v3/ { proxy_pass http://v3; }
+        location /v4/ { proxy_pass http://v4; }
         location /st { prefix_aware_status; }
     }
 _EOC_
@@ -114,7 +117,8 @@ ok keys %homes >= 3, 'the families spread over ' . keys(%homes) . ' servers';
 my $short = substr($family[0], 0, 300) . rnd(2000);
 my ($to, $d, $rt) = send_body('/v2/x', $short);
 is $rt, 'affinity', 'a body that shares only 300 bytes is placed by its key';
-is $to, (send_body('/v1/x', $short))[0], '... on its home with index=off';
+is $to, (send_body('/v4/x', $short))[0],
+   '... on its ring home, where an index that never saw its family sends it';
 my $short_depth = $d;
 
 my ($first3) = send_body('/v3/x', $family[0] . rnd(1000));
