@@ -39,6 +39,7 @@ static size_t pa_oai_escape_fast(pa_oai_t *x, const unsigned char *p,
     size_t n);
 static const unsigned char *pa_oai_escape(pa_oai_t *x,
     const unsigned char *p);
+static unsigned char pa_oai_unescape(unsigned c);
 static uint32_t pa_oai_hex4(const unsigned char *p);
 static void pa_oai_code_point(pa_oai_t *x);
 static void pa_oai_put(pa_oai_t *x, uint32_t cp);
@@ -517,60 +518,67 @@ pa_oai_escape_fast(pa_oai_t *x, const unsigned char *p, size_t n)
         return 0;
     }
 
-    switch (p[1]) {
-    case '"':
-    case '\\':
-    case '/':
-        b = p[1];
-        break;
-    case 'b':
-        b = '\b';
-        break;
-    case 'f':
-        b = '\f';
-        break;
-    case 'n':
-        b = '\n';
-        break;
-    case 'r':
-        b = '\r';
-        break;
-    case 't':
-        b = '\t';
-        break;
+    if (p[1] != 'u') {
+        b = pa_oai_unescape(p[1]);
 
-    case 'u':
-        if (n < 6 || (cp = pa_oai_hex4(p + 2)) > 0xffff) {
+        if (b == 0) {
+            pa_oai_fail(x, PA_OAI_NOT_JSON);
             return 0;
         }
 
-        if ((cp & 0xfc00) == 0xd800) {
-            if (n < 12 || p[6] != '\\' || p[7] != 'u'
-                || (low = pa_oai_hex4(p + 8)) > 0xffff)
-            {
-                return 0;
-            }
-
-            x->hi = cp;
-            x->cp = low;
-            pa_oai_code_point(x);
-            return 12;
+        if (x->sink != PA_K_SKIP) {
+            pa_oai_data(x, &b, 1);
         }
 
-        x->cp = cp;
-        pa_oai_code_point(x);
-        return 6;
+        return 2;
+    }
 
-    default:
-        pa_oai_fail(x, PA_OAI_NOT_JSON);
+    if (n < 6 || (cp = pa_oai_hex4(p + 2)) > 0xffff) {
         return 0;
     }
 
-    if (x->sink != PA_K_SKIP) {
-        pa_oai_data(x, &b, 1);
+    if ((cp & 0xfc00) == 0xd800) {
+        if (n < 12 || p[6] != '\\' || p[7] != 'u'
+            || (low = pa_oai_hex4(p + 8)) > 0xffff)
+        {
+            return 0;
+        }
+
+        x->hi = cp;
+        x->cp = low;
+        pa_oai_code_point(x);
+        return 12;
     }
 
-    return 2;
+    x->cp = cp;
+    pa_oai_code_point(x);
+    return 6;
+}
+
+
+/* the byte of a one-character escape "\c", 0 if "c" is not one */
+
+static unsigned char
+pa_oai_unescape(unsigned c)
+{
+    switch (c) {
+    case '"':
+    case '\\':
+    case '/':
+        return (unsigned char) c;
+    case 'b':
+        return '\b';
+    case 'f':
+        return '\f';
+    case 'n':
+        return '\n';
+    case 'r':
+        return '\r';
+    case 't':
+        return '\t';
+    default:
+        return 0;
+    }
 }
 
 
@@ -666,35 +674,16 @@ pa_oai_escape(pa_oai_t *x, const unsigned char *p)
         break;
     }
 
-    switch (c) {
-    case '"':
-    case '\\':
-    case '/':
-        b = (unsigned char) c;
-        break;
-    case 'b':
-        b = '\b';
-        break;
-    case 'f':
-        b = '\f';
-        break;
-    case 'n':
-        b = '\n';
-        break;
-    case 'r':
-        b = '\r';
-        break;
-    case 't':
-        b = '\t';
-        break;
-
-    case 'u':
+    if (c == 'u') {
         x->cp = 0;
         x->hex = 0;
         x->state = PA_L_HEX;
         return p + 1;
+    }
 
-    default:
+    b = pa_oai_unescape(c);
+
+    if (b == 0) {
         pa_oai_fail(x, PA_OAI_NOT_JSON);
         return p;
     }
