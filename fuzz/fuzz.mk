@@ -1,8 +1,9 @@
 # fuzz/fuzz.mk, included by the top Makefile
 #
-#   make fuzz            libFuzzer on src/pa_openai.c for FUZZ_SECONDS (60)
+#   make fuzz            libFuzzer on the OpenAI key (src/pa_json.c,
+#                        src/pa_openai*.c) for FUZZ_SECONDS (60)
 #   make fuzz-smoke      the same for 10 seconds; fails on a crash
-#   make fuzz-diff       libFuzzer on src/pa_openai.c against the yajl-based
+#   make fuzz-diff       libFuzzer on the OpenAI key against the yajl-based
 #                        extractor it replaced (from git, FUZZ_REF), for
 #                        FUZZ_SECONDS: both must give the same key
 #   make bench-extract   throughput and memory of the OpenAI extractor
@@ -20,8 +21,9 @@ FUZZ_CFLAGS     = -std=c99 -O1 -g -fno-omit-frame-pointer -It/unit \
                   -fsanitize=fuzzer,address,undefined \
                   -fno-sanitize-recover=all \
                   -D_POSIX_C_SOURCE=200809L -Isrc
-FUZZ_SRC        = src/pa_openai.c
-FUZZ_HDR        = src/pa_openai.h src/pa_xxhash.h t/unit/arena.h
+FUZZ_SRC        = src/pa_json.c src/pa_openai.c src/pa_openai_text.c
+FUZZ_HDR        = src/pa_openai.h src/pa_openai_int.h src/pa_xxhash.h \
+                  t/unit/arena.h
 FUZZ_BIN        = $(BUILD)/fuzz/fuzz_openai
 FUZZ_SEEDS      = fuzz/corpus/openai
 FUZZ_WORK       = $(BUILD)/fuzz/corpus

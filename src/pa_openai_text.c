@@ -1,0 +1,327 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * The text of the OpenAI key: where the decoded bytes of a value go
+ * (the text, content kept until its message's role, model or
+ * cache_salt, a key or prompt_cache_key), the separators, and the cut
+ * at "length" characters.  Plain C, no nginx headers.
+ */
+
+
+#include <string.h>
+
+#include "pa_openai_int.h"
+
+
+static void pa_oai_pend(pa_oai_t *x, const unsigned char *s, size_t n);
+static int pa_oai_pend_grow(pa_oai_t *x, size_t need);
+static void pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n);
+static size_t pa_oai_cut(const unsigned char *s, size_t n, size_t want,
+    size_t *chars);
+
+
+/* decoded bytes of a string, or the text of a number, whole characters */
+
+void
+pa_oai_data(pa_oai_t *x, const unsigned char *s, size_t n)
+{
+    size_t  i, m;
+
+    switch (x->sink) {
+
+    case PA_K_TEXT:
+        pa_oai_text(x, s, n);
+
+        if (x->chars >= x->length) {
+            x->sink = PA_K_SKIP;
+        }
+
+        break;
+
+    case PA_K_PEND:
+        pa_oai_pend(x, s, n);
+        break;
+
+    case PA_K_FIELD:
+        XXH3_64bits_update(x->field, s, n);
+        break;
+
+    case PA_K_BUF:
+
+        /* longer than PA_OAI_BUF: neither a key we read nor a valid id */
+
+        if (x->buf_len <= PA_OAI_BUF) {
+            m = PA_OAI_BUF - x->buf_len;
+            m = (n < m) ? n : m;
+            memcpy(x->buf + x->buf_len, s, m);
+
+            for (i = 0; i < m; i++) {
+                if (s[i] < 0x20 || s[i] > 0x7e) {
+                    x->buf_bad = 1;
+                }
+            }
+        }
+
+        x->buf_len += n;
+        break;
+
+    default: /* PA_K_SKIP */
+        break;
+    }
+}
+
+
+/* a piece of content before the role: a record opens */
+
+void
+pa_oai_pend_open(pa_oai_t *x)
+{
+    if (pa_oai_pend_grow(x, 2 * sizeof(size_t)) != 0) {
+        return;
+    }
+
+    x->pend_rec = x->pend_len;
+    x->pend_len += 2 * sizeof(size_t);
+
+    x->sink = PA_K_PEND;
+    x->val = PA_V_PEND;
+}
+
+
+/* as much of it as the characters still wanted allow is kept */
+
+static void
+pa_oai_pend(pa_oai_t *x, const unsigned char *s, size_t n)
+{
+    size_t  want, len, chars;
+
+    want = x->length - x->chars - x->pend_chars;
+
+    if (want == 0) {
+        return;
+    }
+
+    len = pa_oai_cut(s, n, want, &chars);
+
+    if (pa_oai_pend_grow(x, len) != 0) {
+        return;
+    }
+
+    memcpy(x->pend + x->pend_len, s, len);
+
+    x->pend_len += len;
+    x->pend_chars += chars;
+}
+
+
+void
+pa_oai_pend_close(pa_oai_t *x)
+{
+    size_t  len, seps;
+
+    len = x->pend_len - x->pend_rec - 2 * sizeof(size_t);
+
+    if (len == 0 && x->pend_last) {
+
+        /* an empty piece: one more separator after the last record */
+
+        x->pend_len = x->pend_rec;
+
+        memcpy(&seps, x->pend + x->pend_last - 1 + sizeof(size_t),
+               sizeof(size_t));
+        seps++;
+        memcpy(x->pend + x->pend_last - 1 + sizeof(size_t), &seps,
+               sizeof(size_t));
+
+        return;
+    }
+
+    seps = 1;
+
+    memcpy(x->pend + x->pend_rec, &len, sizeof(size_t));
+    memcpy(x->pend + x->pend_rec + sizeof(size_t), &seps, sizeof(size_t));
+
+    x->pend_last = x->pend_rec + 1;
+}
+
+
+static int
+pa_oai_pend_grow(pa_oai_t *x, size_t need)
+{
+    size_t          size;
+    unsigned char  *p;
+
+    need += x->pend_len;
+
+    if (need <= x->pend_size) {
+        return 0;
+    }
+
+    size = x->pend_size * 2;
+
+    if (size < need) {
+        size = need;
+    }
+
+    if (size < 256) {
+        size = 256;
+    }
+
+    p = x->alloc.alloc(x->alloc.ctx, size);
+    if (p == NULL) {
+        pa_oai_fail(x, PA_OAI_NOMEM);
+        x->sink = PA_K_SKIP;
+        return -1;
+    }
+
+    if (x->pend_len) {
+        memcpy(p, x->pend, x->pend_len);
+    }
+
+    x->pend = p;
+    x->pend_size = size;
+
+    return 0;
+}
+
+
+/* the role came: the content kept is hashed after it */
+
+void
+pa_oai_flush(pa_oai_t *x)
+{
+    size_t          len, seps;
+    unsigned char  *p, *last;
+
+    if (x->pend_len == 0) {
+        return;
+    }
+
+    p = x->pend;
+    last = x->pend + x->pend_len;
+
+    while (p < last) {
+        memcpy(&len, p, sizeof(size_t));
+        memcpy(&seps, p + sizeof(size_t), sizeof(size_t));
+        p += 2 * sizeof(size_t);
+
+        x->pieces += seps;
+
+        pa_oai_text(x, p, len);
+        pa_oai_sep(x, PA_OAI_SEP_PIECE, seps);
+
+        p += len;
+    }
+
+    x->pend_len = 0;
+    x->pend_chars = 0;
+    x->pend_last = 0;
+}
+
+
+void
+pa_oai_pck(pa_oai_t *x)
+{
+    x->has_pck = 0;
+    x->pck_invalid = 1;
+
+    if (x->buf_len == 0 || x->buf_len > PA_OAI_BUF || x->buf_bad) {
+        return;
+    }
+
+    memcpy(x->pck, x->buf, x->buf_len);
+    x->pck_len = x->buf_len;
+    x->has_pck = 1;
+    x->pck_invalid = 0;
+}
+
+
+/* hashes as much of s as the characters still wanted allow */
+
+static void
+pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n)
+{
+    size_t  len, chars;
+
+    if (x->chars >= x->length || n == 0) {
+        return;
+    }
+
+    len = pa_oai_cut(s, n, x->length - x->chars, &chars);
+
+    XXH3_64bits_update(x->text, s, len);
+
+    if (x->hook) {
+        x->hook(x->hook_ctx, s, len);
+    }
+
+    x->chars += chars;
+}
+
+
+/* "n" separators, which are hashed while characters are still wanted */
+
+void
+pa_oai_sep(pa_oai_t *x, unsigned char sep, size_t n)
+{
+    size_t         m;
+    unsigned char  seps[64];
+
+    if (x->chars >= x->length || n == 0) {
+        return;
+    }
+
+    memset(seps, sep, (n < sizeof(seps)) ? n : sizeof(seps));
+
+    while (n) {
+        m = (n < sizeof(seps)) ? n : sizeof(seps);
+
+        XXH3_64bits_update(x->text, seps, m);
+
+        if (x->hook) {
+            x->hook(x->hook_ctx, seps, m);
+        }
+
+        n -= m;
+    }
+}
+
+
+/*
+ * the bytes of the first "want" characters of valid UTF-8 s, and in
+ * "chars" how many characters they are: a character starts at each byte
+ * that is not a continuation byte 10xxxxxx.  8 bytes at a time while
+ * they cannot hold more characters than are wanted.
+ */
+
+static size_t
+pa_oai_cut(const unsigned char *s, size_t n, size_t want, size_t *chars)
+{
+    size_t    i, c;
+    uint64_t  w;
+
+    c = 0;
+
+    for (i = 0; n - i >= 8 && want - c >= 8; i += 8) {
+        memcpy(&w, s + i, 8);
+
+        /* bit 7 of each continuation byte, then their number */
+
+        w = w & ~(w << 1) & 0x8080808080808080ULL;
+        c += 8 - (size_t) (((w >> 7) * 0x0101010101010101ULL) >> 56);
+    }
+
+    for ( /* void */ ; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) {
+            if (c == want) {
+                break;
+            }
+
+            c++;
+        }
+    }
+
+    *chars = c;
+    return i;
+}
