@@ -38,6 +38,7 @@ static int pa_models_literal(pa_models_rd_t *rd, const char *lit);
 static int pa_models_data(pa_models_rd_t *rd, pa_models_id_pt id, void *ctx,
     size_t *skipped);
 static int pa_models_is(pa_models_rd_t *rd, const char *lit);
+static int pa_models_next(pa_models_rd_t *rd, unsigned char close);
 
 
 int
@@ -152,7 +153,7 @@ static int
 pa_models_data(pa_models_rd_t *rd, pa_models_id_pt id, void *ctx,
     size_t *skipped)
 {
-    int  ids, found;
+    int  rc, ids, found;
 
     ids = 0;
 
@@ -228,23 +229,15 @@ pa_models_data(pa_models_rd_t *rd, pa_models_id_pt id, void *ctx,
                 return -1;
             }
 
-            pa_models_ws(rd);
+            rc = pa_models_next(rd, '}');
 
-            if (rd->p == rd->end) {
+            if (rc < 0) {
                 return -1;
             }
 
-            if (*rd->p == ',') {
-                rd->p++;
-                pa_models_ws(rd);
-                continue;
+            if (rc == 0) {
+                break;
             }
-
-            if (*rd->p++ != '}') {
-                return -1;
-            }
-
-            break;
         }
 
         rd->depth--;
@@ -255,23 +248,15 @@ pa_models_data(pa_models_rd_t *rd, pa_models_id_pt id, void *ctx,
 
     next:
 
-        pa_models_ws(rd);
+        rc = pa_models_next(rd, ']');
 
-        if (rd->p == rd->end) {
+        if (rc < 0) {
             return -1;
         }
 
-        if (*rd->p == ',') {
-            rd->p++;
-            pa_models_ws(rd);
-            continue;
+        if (rc == 0) {
+            break;
         }
-
-        if (*rd->p++ != ']') {
-            return -1;
-        }
-
-        break;
     }
 
     rd->depth--;
@@ -293,6 +278,30 @@ pa_models_is(pa_models_rd_t *rd, const char *lit)
 }
 
 
+/*
+ * after a member or an element: 1 at a comma (and the white space after
+ * it), 0 at "close", -1 at anything else or the end
+ */
+
+static int
+pa_models_next(pa_models_rd_t *rd, unsigned char close)
+{
+    pa_models_ws(rd);
+
+    if (rd->p == rd->end) {
+        return -1;
+    }
+
+    if (*rd->p == ',') {
+        rd->p++;
+        pa_models_ws(rd);
+        return 1;
+    }
+
+    return (*rd->p++ == close) ? 0 : -1;
+}
+
+
 static void
 pa_models_ws(pa_models_rd_t *rd)
 {
@@ -310,6 +319,7 @@ pa_models_ws(pa_models_rd_t *rd)
 static int
 pa_models_value(pa_models_rd_t *rd)
 {
+    int            rc;
     unsigned char  close;
 
     if (rd->p == rd->end) {
@@ -359,24 +369,15 @@ pa_models_value(pa_models_rd_t *rd)
                 return -1;
             }
 
-            pa_models_ws(rd);
+            rc = pa_models_next(rd, close);
 
-            if (rd->p == rd->end) {
-                return -1;
+            if (rc <= 0) {
+                if (rc == 0) {
+                    rd->depth--;
+                }
+
+                return rc;
             }
-
-            if (*rd->p == ',') {
-                rd->p++;
-                pa_models_ws(rd);
-                continue;
-            }
-
-            if (*rd->p++ != close) {
-                return -1;
-            }
-
-            rd->depth--;
-            return 0;
         }
 
     case 't':
