@@ -66,8 +66,9 @@ fuzz-smoke: $(FUZZ_BIN)
 	    cat $(BUILD)/fuzz/smoke.log; echo "fuzz-smoke: failed"; exit 1; \
 	fi
 
-# its own header comes first: the files are in one directory
-$(FUZZ_REF_DIR)/ref.o: | fuzz-deps
+# its own header comes first: the files are in one directory (and the
+# shim that copies its result is given that directory before src/)
+$(FUZZ_REF_DIR)/ref.o: fuzz/ref_shim.c fuzz/fuzz_fields.h | fuzz-deps
 	@mkdir -p $(FUZZ_REF_DIR)
 	for f in pa_openai.c pa_openai.h pa_yajl.c pa_yajl.h; do \
 	    git show $(FUZZ_REF):src/$$f >$(FUZZ_REF_DIR)/$$f || exit 1; \
@@ -76,9 +77,12 @@ $(FUZZ_REF_DIR)/ref.o: | fuzz-deps
 	    -o $(FUZZ_REF_DIR)/openai.o $(FUZZ_REF_DIR)/pa_openai.c
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_REF_NAMES) -c \
 	    -o $(FUZZ_REF_DIR)/yajl.o $(FUZZ_REF_DIR)/pa_yajl.c
-	ld -r -o $@ $(FUZZ_REF_DIR)/openai.o $(FUZZ_REF_DIR)/yajl.o
+	$(FUZZ_CC) -I$(FUZZ_REF_DIR) $(FUZZ_CFLAGS) $(FUZZ_REF_NAMES) -c \
+	    -o $(FUZZ_REF_DIR)/shim.o fuzz/ref_shim.c
+	ld -r -o $@ $(FUZZ_REF_DIR)/openai.o $(FUZZ_REF_DIR)/yajl.o \
+	    $(FUZZ_REF_DIR)/shim.o
 
-$(FUZZ_DIFF_BIN): fuzz/fuzz_openai_diff.c $(FUZZ_SRC) $(FUZZ_HDR) \
+$(FUZZ_DIFF_BIN): fuzz/fuzz_openai_diff.c fuzz/fuzz_fields.h $(FUZZ_SRC) $(FUZZ_HDR) \
                   $(FUZZ_REF_DIR)/ref.o | fuzz-deps
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_openai_diff.c $(FUZZ_SRC) \
 	    $(FUZZ_REF_DIR)/ref.o -lyajl

@@ -18,6 +18,7 @@
 
 #include "pa_openai.h"
 #include "arena.h"
+#include "fuzz_fields.h"
 
 
 #define D_CHECK(cond)                                                         \
@@ -34,7 +35,7 @@ typedef pa_oai_t *(*d_create_pt)(const pa_alloc_t *alloc, size_t length,
     size_t scan_cap);
 typedef pa_oai_rc_e (*d_feed_pt)(pa_oai_t *x, const unsigned char *p,
     size_t n);
-typedef void (*d_finish_pt)(pa_oai_t *x, pa_oai_result_t *res);
+typedef void (*d_finish_pt)(pa_oai_t *x, d_fields_t *f);
 
 
 typedef struct {
@@ -49,17 +50,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 pa_oai_t *ref_oai_create(const pa_alloc_t *alloc, size_t length,
     size_t scan_cap);
 pa_oai_rc_e ref_oai_feed(pa_oai_t *x, const unsigned char *p, size_t n);
-void ref_oai_finish(pa_oai_t *x, pa_oai_result_t *res);
+void ref_oai_fields(pa_oai_t *x, d_fields_t *f);
 
+static void d_new_fields(pa_oai_t *x, d_fields_t *f);
 static void d_run(const d_impl_t *impl, const uint8_t *data, size_t size,
-    size_t length, size_t split, pa_oai_rc_e *rc, pa_oai_result_t *res);
+    size_t length, size_t split, pa_oai_rc_e *rc, d_fields_t *res);
 
 
 static ta_arena_t  d_arena = { NULL, -1, 0 };
 
-static const d_impl_t  d_new = { pa_oai_create, pa_oai_feed, pa_oai_finish };
+static const d_impl_t  d_new = { pa_oai_create, pa_oai_feed, d_new_fields };
 static const d_impl_t  d_ref = { ref_oai_create, ref_oai_feed,
-                                 ref_oai_finish };
+                                 ref_oai_fields };
 
 
 int
@@ -67,7 +69,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     size_t           i, s, pos;
     pa_oai_rc_e      rc1, rc2;
-    pa_oai_result_t  r1, r2;
+    d_fields_t       r1, r2;
 
     static size_t    lengths[] = { 1024, 16, 3, 1 };
 
@@ -87,8 +89,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
             if (r1.status != r2.status) {
                 fprintf(stderr, "length %zu: old \"%s\", new \"%s\"\n",
-                        lengths[i], pa_oai_status_name(r1.status),
-                        pa_oai_status_name(r2.status));
+                        lengths[i],
+                        pa_oai_status_name((pa_oai_status_e) r1.status),
+                        pa_oai_status_name((pa_oai_status_e) r2.status));
             }
 
             D_CHECK(rc1 == rc2);
@@ -115,8 +118,20 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 /* split 0: one buffer; 1: byte by byte; else two buffers */
 
 static void
+d_new_fields(pa_oai_t *x, d_fields_t *f)
+{
+    pa_oai_result_t  res;
+
+    memset(&res, 0, sizeof(pa_oai_result_t));
+    pa_oai_finish(x, &res);
+
+    D_FIELDS_COPY(f, &res);
+}
+
+
+static void
 d_run(const d_impl_t *impl, const uint8_t *data, size_t size, size_t length,
-    size_t split, pa_oai_rc_e *rc, pa_oai_result_t *res)
+    size_t split, pa_oai_rc_e *rc, d_fields_t *res)
 {
     size_t          pos, n;
     pa_oai_t       *x;
