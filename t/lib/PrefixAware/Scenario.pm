@@ -52,14 +52,23 @@ for my $sig (qw(INT TERM HUP)) {
 }
 $SIG{PIPE} //= 'IGNORE';
 
-# a loopback port nobody listens on now
+# a loopback port nobody listens on now, and not given before in this
+# process: the kernel may hand a closed port out again at once, and two
+# servers of one upstream on one port are a configuration error
+my %given_port;
+
 sub free_port () {
-    my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
-                                  Proto => 'tcp', Listen => 1, ReuseAddr => 1)
-        or die "cannot find a free port: $!\n";
-    my $port = $s->sockport;
-    CORE::close($s);
-    return $port;
+    for (1 .. 100) {
+        my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
+                                      LocalPort => 0, Proto => 'tcp',
+                                      Listen => 1, ReuseAddr => 1)
+            or die "cannot find a free port: $!\n";
+        my $port = $s->sockport;
+        CORE::close($s);
+        next if $given_port{$port}++;
+        return $port;
+    }
+    die "cannot find a free port not given before\n";
 }
 
 # polls "cond" every 20 ms until it returns true or "timeout" seconds pass;
