@@ -29,13 +29,10 @@ use JSON::PP ();
 use POSIX ();
 use Time::HiRes qw(sleep time);
 
+# one source of ports for every helper, so none is given twice
 sub free_port {
-    my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
-                                  Proto => 'tcp', Listen => 1, ReuseAddr => 1)
-        or die "no free port: $!";
-    my $port = $s->sockport;
-    close $s;
-    return $port;
+    require PrefixAware::Scenario;
+    return PrefixAware::Scenario::free_port();
 }
 
 sub start {
