@@ -281,7 +281,11 @@ http {
 """ % dict(tmp=tmp, port=port, directive=directive, servers=servers,
            split=split,
            arm_header="\n            add_header X-Prefix-Aware-Strategy "
-                      "$prefix_aware_strategy;" if module else "",
+                      "$prefix_aware_strategy;"
+                      "\n            add_header X-Prefix-Aware-Route "
+                      "$prefix_aware_route;"
+                      "\n            add_header X-Prefix-Aware-Depth "
+                      "$prefix_aware_depth;" if module else "",
            status="        location = /prefix-aware-status { prefix_aware_status; }"
            if module else ""))
     return "\n".join(lines)
@@ -592,7 +596,8 @@ async def pa_routes(session, url):
 
 class Rec:
     __slots__ = ("idx", "t_sched", "t_send", "t_first", "t_done", "status",
-                 "instance", "out_tokens", "cached", "prompt", "error", "arm")
+                 "instance", "out_tokens", "cached", "prompt", "error", "arm",
+                 "route", "depth")
 
     def __init__(self, idx):
         self.idx = idx
@@ -604,6 +609,8 @@ class Rec:
         self.prompt = None
         self.error = None
         self.arm = None
+        self.route = None
+        self.depth = None
 
 
 _USAGE = re.compile(rb'"usage":\{"prompt_tokens":(\d+),"completion_tokens":(\d+)'
@@ -622,6 +629,8 @@ async def do_request(session, url, req, rec, timeout):
             rec.status = r.status
             rec.instance = r.headers.get("X-Instance")
             rec.arm = r.headers.get("X-Prefix-Aware-Strategy")
+            rec.route = r.headers.get("X-Prefix-Aware-Route")
+            rec.depth = r.headers.get("X-Prefix-Aware-Depth")
             ntok = 0
             last = b""
             async for chunk in r.content.iter_any():
@@ -802,6 +811,8 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
         res = summarize(strategy, wl, recs, t0, t1, before, after, opts,
                         sim_ports, warmup)
         res["routes"] = routes
+        if opts.trace:
+            write_trace(opts.trace, strategy, wl, reqs, recs, t0, opts)
         res["sim_cpu"] = sim_cpu / res["wall"] if res["wall"] else float("nan")
         if proxy.poll() is not None:
             res["errors"]["proxy exited"] = 1
@@ -826,6 +837,26 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
             log("  kept", tmp)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_trace(outdir, strategy, wl, reqs, recs, t0, opts):
+    """One JSON line per request: what it was, where it went, what it hit
+    (--trace DIR; for looking into a run, not used by the reports)."""
+    os.makedirs(outdir, exist_ok=True)
+    path = os.path.join(outdir, "%s-%s-%s.jsonl" % (
+        wl.name, strategy, wl.params.get("seed")))
+    scale = opts.time_scale
+    with open(path, "w") as f:
+        for q, r in zip(reqs, recs):
+            f.write(json.dumps(dict(
+                i=r.idx, t=q.t, session=q.session, turn=q.turn,
+                group=q.group, instance=r.instance, status=r.status,
+                prompt=r.prompt, cached=r.cached, route=r.route,
+                depth=r.depth, arm=r.arm,
+                ttft=(r.t_first - r.t_send) / scale
+                if r.t_first and r.t_send else None,
+                wait=(r.t_send - t0) / scale - q.t if r.t_send else None))
+                + "\n")
 
 
 # ---------------------------------------------------------------------------
@@ -1708,6 +1739,9 @@ def main(argv=None):
     ap.add_argument("--slo", type=float, default=1.0,
                     help="P90 TTFT SLO for the sweep, model seconds")
     ap.add_argument("--keep-tmp", action="store_true")
+    ap.add_argument("--trace", default=None,
+                    help="write one JSON line per request of every run "
+                         "(where it went, what it hit) into this directory")
     ap.add_argument("--sensitivity", default=None,
                     help="bench: prefix_aware arms for the parameter tables "
                          "(default: the arms file's [sensitivity] arms; '' "
