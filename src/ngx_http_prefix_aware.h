@@ -72,9 +72,14 @@
 #define NGX_HTTP_PREFIX_AWARE_MAX_WEIGHT      100
 #define NGX_HTTP_PREFIX_AWARE_MAX_POINTS      4194304
 
-/* routing v2: servers kept per block in the index, decode share of work */
+/*
+ * routing v2: servers kept per block in the index; the decode share of a
+ * request's work: 512 units, plus a quarter of its prompt (per cent) for
+ * the decoding steps that read its whole KV cache
+ */
 #define NGX_HTTP_PREFIX_AWARE_HOLDERS         4
 #define NGX_HTTP_PREFIX_AWARE_DECODE          512
+#define NGX_HTTP_PREFIX_AWARE_ACTIVE          25
 #define NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH    32768
 #define NGX_HTTP_PREFIX_AWARE_RING_LENGTH     4096
 

@@ -402,7 +402,8 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
     in.key = pd->ring_key;
     in.units = pd->units;
     in.total_units = pd->total_units;
-    in.decode = NGX_HTTP_PREFIX_AWARE_DECODE;
+    in.decode = NGX_HTTP_PREFIX_AWARE_DECODE
+                + pd->total_units * NGX_HTTP_PREFIX_AWARE_ACTIVE / 100;
     in.block_units = (uint32_t) pacf->block;
     in.nfound = nfound;
     in.depth = pacf->depth;

@@ -24,11 +24,14 @@ typedef struct {
 
 
 static void pa_choose_totals(const pa_choose_in_t *in, uint64_t *work,
-    uint64_t *weight);
+    uint64_t *weight, uint64_t *inflight);
 static int pa_choose_load(const pa_choose_in_t *in, uint32_t s,
     pa_load_t *load, pa_cand_t *c);
 static int pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
     const pa_cand_t *c, uint64_t total_work, uint64_t total_weight);
+static int pa_choose_cold_within(const pa_choose_in_t *in,
+    const pa_load_t *load, const pa_cand_t *c, uint64_t total_inflight,
+    uint64_t total_weight);
 static int pa_choose_better(const pa_cand_t *a, const pa_cand_t *b,
     int by_depth);
 static void pa_choose_set(pa_choice_t *out, const pa_cand_t *c,
@@ -41,7 +44,7 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
 {
     int               over;
     uint32_t          i, k, s, nseen;
-    uint64_t          tw, tweight;
+    uint64_t          tw, tweight, tin;
     pa_cand_t         c, best, least;
     pa_load_t         load;
     const pa_ring_t  *ring;
@@ -56,9 +59,10 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
     if (in->totals) {
         tw = in->total_work;
         tweight = in->total_weight;
+        tin = in->total_inflight;
 
     } else {
-        pa_choose_totals(in, &tw, &tweight);
+        pa_choose_totals(in, &tw, &tweight, &tin);
     }
 
     memset(&best, 0, sizeof(pa_cand_t));
@@ -141,7 +145,9 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
                 continue;
             }
 
-            if (pa_choose_within(in, &load, &c, tw, tweight)) {
+            if (pa_choose_within(in, &load, &c, tw, tweight)
+                && pa_choose_cold_within(in, &load, &c, tin, tweight))
+            {
                 pa_choose_set(out, &c,
                               over ? PA_CHOICE_SPILL : PA_CHOICE_COLD);
                 return 0;
@@ -165,6 +171,7 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
             }
 
             if (pa_choose_within(in, &load, &c, tw, tweight)
+                && pa_choose_cold_within(in, &load, &c, tin, tweight)
                 && pa_choose_better(&c, &best, 0))
             {
                 best = c;
@@ -226,13 +233,15 @@ pa_choice_name(pa_choice_e kind)
 
 
 static void
-pa_choose_totals(const pa_choose_in_t *in, uint64_t *work, uint64_t *weight)
+pa_choose_totals(const pa_choose_in_t *in, uint64_t *work, uint64_t *weight,
+    uint64_t *inflight)
 {
     uint32_t   s;
     pa_load_t  load;
 
     *work = 0;
     *weight = 0;
+    *inflight = 0;
 
     for (s = 0; s < in->nservers; s++) {
         memset(&load, 0, sizeof(pa_load_t));
@@ -243,6 +252,7 @@ pa_choose_totals(const pa_choose_in_t *in, uint64_t *work, uint64_t *weight)
 
         *work += load.work;
         *weight += load.weight ? load.weight : 1;
+        *inflight += load.inflight;
     }
 }
 
@@ -310,6 +320,35 @@ pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
             * (double) total_weight;
 
     return lhs <= rhs;
+}
+
+
+/*
+ * a prefix placed cold (nobody holds enough of it, or its holders are
+ * over a bound) takes a server only below the ceiling of consistent
+ * hashing with bounded loads, counted in requests: inflight < ceil(F x
+ * (requests in flight + 1) x weight / total weight).  The work bound is
+ * loose (a cold request's slack) so that matches keep their history;
+ * without this one, a few hot prefixes placed cold (one system prompt
+ * per tenant) kept their homes busy and left a server idle
+ */
+
+static int
+pa_choose_cold_within(const pa_choose_in_t *in, const pa_load_t *load,
+    const pa_cand_t *c, uint64_t total_inflight, uint64_t total_weight)
+{
+    uint64_t  lhs, rhs;
+
+    if (in->balance == 0 || total_weight == 0) {
+        return 1;
+    }
+
+    /* inflight + 1 <= ceil(x)  <=>  inflight < x, x = F (I + 1) w / W */
+
+    lhs = load->inflight * total_weight * 100;
+    rhs = (uint64_t) in->balance * (total_inflight + 1) * c->weight;
+
+    return lhs < rhs;
 }
 
 

@@ -82,6 +82,7 @@ typedef struct {
     unsigned            totals:1;
     uint64_t            total_work;
     uint64_t            total_weight;
+    uint64_t            total_inflight;
 
     pa_load_probe_pt    probe;
     void               *ctx;

@@ -40,6 +40,7 @@ static void test_match(void);
 static void test_bounds(void);
 static void test_cold_ring(void);
 static void test_cold_least(void);
+static void test_cold_ceiling(void);
 static void test_least(void);
 static void test_weights(void);
 
@@ -393,12 +394,75 @@ test_cold_least(void)
     /* a holder over the relative bound: spill to the least work */
     in.threshold = 0;
     in.balance = 120;
+    cl.inflight[1] = 0;
     depth[0] = 10;
     cl.work[0] = 5000;
     cl.work[1] = 0;
     set_found(&in, depth, found);
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_SPILL && ch.server == 1);
+}
+
+
+/*
+ * cold placement counts requests too: a home with more than the ceiling
+ * of F x the mean requests in flight is passed over on the ring, while
+ * a match stays under the loose work bound only
+ */
+
+static void
+test_cold_ceiling(void)
+{
+    uint32_t        i, home, depth[NSRV], found[NSRV];
+    cluster_t       cl;
+    pa_choice_t     ch;
+    pa_choose_in_t  in;
+
+    setup(&in, &cl, depth, found);
+    in.balance = 125;
+    in.slack = 1000000;
+
+    /* idle: the ring home */
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD);
+    home = ch.server;
+
+    /* 7 in flight on the home alone: ceil(1.25 x 8 / 8) = 2, passed over */
+    cl.inflight[home] = 7;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server != home);
+    CHECK(cl.inflight[ch.server] == 0);
+
+    /* one in flight on the home and one elsewhere: ceil(1.25 x 3 / 8) = 1 */
+    cl.inflight[home] = 1;
+    cl.inflight[(home + 1) % NSRV] = 1;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server != home);
+
+    /* 2 in flight on every server: ceil(1.25 x 17 / 8) = 3, home again */
+    for (i = 0; i < NSRV; i++) {
+        cl.inflight[i] = 2;
+    }
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == home);
+
+    /* the same home holding the prefix takes it as a match, though busy */
+    for (i = 0; i < NSRV; i++) {
+        cl.inflight[i] = 0;
+    }
+
+    cl.inflight[home] = 7;
+    depth[home] = 10;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == home);
+
+    /* balance=off: no ceiling either */
+    depth[home] = 0;
+    set_found(&in, depth, found);
+    in.balance = 0;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == home);
 }
 
 
@@ -523,6 +587,7 @@ main(void)
     test_bounds();
     test_cold_ring();
     test_cold_least();
+    test_cold_ceiling();
     test_least();
     test_weights();
 
