@@ -507,5 +507,36 @@ class TestIdeal(unittest.TestCase):
         self.assertLess(small, big)
 
 
+
+class TestTrace(unittest.TestCase):
+    def test_trace(self):
+        import tempfile
+        import run
+        w = workloads.generate("chat", n=5)
+        recs = [run.Rec(i) for i in range(5)]
+        for i, r in enumerate(recs):
+            r.t_send = 100.0 + w.requests[i].t * 0.5 + 0.01
+            r.t_first = r.t_send + 0.02
+            r.status = 200
+            r.instance = "i%d" % (i % 2)
+            r.prompt, r.cached = 1000 + i, 16 * i
+            r.route, r.depth = "affinity", str(i)
+
+        class O:
+            time_scale = 0.5
+        with tempfile.TemporaryDirectory() as d:
+            run.write_trace(d, "pa_v2", w, w.requests, recs, 100.0, O())
+            path = os.path.join(d, "chat-pa_v2-%s.jsonl" % w.params["seed"])
+            lines = [json.loads(x) for x in open(path)]
+        self.assertEqual(len(lines), 5)
+        self.assertEqual([x["instance"] for x in lines],
+                         ["i0", "i1", "i0", "i1", "i0"])
+        self.assertEqual(lines[3]["cached"], 48)
+        self.assertEqual(lines[3]["depth"], "3")
+        self.assertEqual(lines[2]["session"], w.requests[2].session)
+        self.assertAlmostEqual(lines[1]["ttft"], 0.04)
+        self.assertAlmostEqual(lines[1]["wait"], 0.02)
+
+
 if __name__ == "__main__":
     unittest.main()
