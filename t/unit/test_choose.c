@@ -427,19 +427,24 @@ test_cold_ceiling(void)
     CHECK(ch.kind == PA_CHOICE_COLD);
     home = ch.server;
 
-    /* 7 in flight on the home alone: ceil(1.25 x 8 / 8) = 2, passed over */
+    /* 7 in flight on the home alone: 7 >= 1.25 x 8 / 8 + 1, passed over */
     cl.inflight[home] = 7;
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_COLD && ch.server != home);
     CHECK(cl.inflight[ch.server] == 0);
 
-    /* one in flight on the home and one elsewhere: ceil(1.25 x 3 / 8) = 1 */
+    /* one in flight on the home: 1 < 1.25 x 2 / 8 + 1, it stays home */
     cl.inflight[home] = 1;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == home);
+
+    /* two on the home and one elsewhere: 2 >= 1.25 x 4 / 8 + 1 */
+    cl.inflight[home] = 2;
     cl.inflight[(home + 1) % NSRV] = 1;
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_COLD && ch.server != home);
 
-    /* 2 in flight on every server: ceil(1.25 x 17 / 8) = 3, home again */
+    /* 2 in flight on every server: 2 < 1.25 x 17 / 8 + 1, home again */
     for (i = 0; i < NSRV; i++) {
         cl.inflight[i] = 2;
     }
