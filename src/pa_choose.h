@@ -75,9 +75,9 @@ typedef struct {
     const pa_ring_t    *ring;         /* PA_COLD_RING; NULL: least work */
 
     /*
-     * work in flight and weight summed over the usable servers, if the
-     * caller keeps them ("totals" set); else they are summed here, a
-     * probe of every server
+     * work in flight, weight and requests in flight summed over the usable
+     * servers, if the caller keeps them ("totals" set); else they are
+     * summed here, a probe of every server
      */
     unsigned            totals:1;
     uint64_t            total_work;
