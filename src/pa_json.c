@@ -41,6 +41,7 @@ static const unsigned char *pa_oai_escape(pa_oai_t *x,
     const unsigned char *p);
 static unsigned char pa_oai_unescape(unsigned c);
 static uint32_t pa_oai_hex4(const unsigned char *p);
+static void pa_oai_lone_high(pa_oai_t *x, pa_oai_lex_e state);
 static void pa_oai_code_point(pa_oai_t *x);
 static void pa_oai_put(pa_oai_t *x, uint32_t cp);
 static const unsigned char *pa_oai_number(pa_oai_t *x,
@@ -630,11 +631,7 @@ pa_oai_escape(pa_oai_t *x, const unsigned char *p)
             return p + 1;
         }
 
-        /* a high surrogate alone: "?", as yajl 2.1 reads it */
-
-        x->hi = 0;
-        x->state = PA_L_STRING;
-        pa_oai_data(x, (const unsigned char *) "?", 1);
+        pa_oai_lone_high(x, PA_L_STRING);
         return p;
 
     case PA_L_LOW_U:
@@ -645,9 +642,7 @@ pa_oai_escape(pa_oai_t *x, const unsigned char *p)
             return p + 1;
         }
 
-        x->hi = 0;
-        x->state = PA_L_ESCAPE;
-        pa_oai_data(x, (const unsigned char *) "?", 1);
+        pa_oai_lone_high(x, PA_L_ESCAPE);
         return p;
 
     case PA_L_HEX:
@@ -692,6 +687,20 @@ pa_oai_escape(pa_oai_t *x, const unsigned char *p)
     pa_oai_data(x, &b, 1);
 
     return p + 1;
+}
+
+
+/*
+ * a high surrogate not followed by a \u escape: "?", as yajl 2.1 reads
+ * it; the byte after it is read again in "state"
+ */
+
+static void
+pa_oai_lone_high(pa_oai_t *x, pa_oai_lex_e state)
+{
+    x->hi = 0;
+    x->state = state;
+    pa_oai_data(x, (const unsigned char *) "?", 1);
 }
 
 
