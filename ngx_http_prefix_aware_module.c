@@ -629,11 +629,12 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return "is duplicate";
     }
 
-    pacf->length = 4096;
+    pacf->length = NGX_HTTP_PREFIX_AWARE_LENGTH;
     length = 0;
     pacf->threshold = 10;
     pacf->format = NGX_HTTP_PREFIX_AWARE_FORMAT_AUTO;
-    pacf->index_size = 0;
+    pacf->index_size = NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MIN;
+    pacf->index_auto = 1;
     pacf->block = 128;
     pacf->balance = 125;
     pacf->capacity = 262144;
@@ -723,6 +724,8 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (pacf->index_size && !length) {
         pacf->length = NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH;
     }
+
+    pacf->length_set = length;
 
     uscf = ngx_http_conf_get_module_srv_conf(cf, ngx_http_upstream_module);
 

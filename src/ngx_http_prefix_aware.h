@@ -80,7 +80,10 @@
 #define NGX_HTTP_PREFIX_AWARE_HOLDERS         4
 #define NGX_HTTP_PREFIX_AWARE_DECODE          512
 #define NGX_HTTP_PREFIX_AWARE_ACTIVE          25
+#define NGX_HTTP_PREFIX_AWARE_LENGTH          4096
 #define NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH    32768
+#define NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MIN  (1024 * 1024)
+#define NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MAX  (64 * 1024 * 1024)
 #define NGX_HTTP_PREFIX_AWARE_RING_LENGTH     4096
 
 /* matched depth, in blocks: 0, 1, 2, 4, ... 512, +inf */
@@ -272,6 +275,8 @@ typedef struct {
 
     /* routing v2, index=: 0 is off */
     size_t                                 index_size;
+    ngx_uint_t                             index_auto;  /* index=auto */
+    ngx_uint_t                             length_set;  /* length= given */
     ngx_uint_t                             block;
     ngx_uint_t                             max_blocks;
     ngx_uint_t                             balance;   /* F x 100, 0: off */
@@ -507,6 +512,8 @@ ngx_int_t ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value);
 ngx_int_t ngx_http_prefix_aware_index_add(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf);
+void ngx_http_prefix_aware_index_off(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, char *why);
 ngx_int_t ngx_http_prefix_aware_index_choose(
     ngx_http_prefix_aware_peer_data_t *pd, pa_pick_t *pick);
 void ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,

@@ -29,6 +29,8 @@ static ngx_int_t ngx_http_prefix_aware_index_init_zone(
     ngx_shm_zone_t *shm_zone, void *data);
 static int ngx_http_prefix_aware_index_probe(void *ctx, uint32_t server,
     pa_load_t *load);
+static void ngx_http_prefix_aware_index_auto_size(
+    ngx_http_prefix_aware_srv_conf_t *pacf);
 
 
 /* routing v2's parameters of "prefix_aware"; NGX_DECLINED: not one */
@@ -46,8 +48,16 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
         s.data = value->data + 6;
         s.len = value->len - 6;
 
+        pacf->index_auto = 0;
+
         if (s.len == 3 && ngx_strncmp(s.data, "off", 3) == 0) {
             pacf->index_size = 0;
+            return NGX_OK;
+        }
+
+        if (s.len == 4 && ngx_strncmp(s.data, "auto", 4) == 0) {
+            pacf->index_size = NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MIN;
+            pacf->index_auto = 1;
             return NGX_OK;
         }
 
@@ -58,8 +68,8 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
         {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid \"index\" value \"%V\" in "
-                               "\"prefix_aware\", it must be \"off\" "
-                               "or a size from 256k to 4g", &s);
+                               "\"prefix_aware\", it must be \"auto\", "
+                               "\"off\" or a size from 256k to 4g", &s);
             return NGX_ERROR;
         }
 
@@ -145,6 +155,55 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
 }
 
 
+/*
+ * index=auto, the default, is off where the index cannot follow the
+ * servers (servers with "resolve", over 1024 servers): the upstream routes
+ * as with index=off, at index=off's default length unless one is given
+ */
+
+void
+ngx_http_prefix_aware_index_off(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, char *why)
+{
+    ngx_log_error(NGX_LOG_NOTICE, cf->log, 0,
+                  "prefix_aware: upstream \"%V\" routes with \"index=off\", "
+                  "\"index=auto\" is off with %s",
+                  &pacf->upstream->host, why);
+
+    pacf->index_size = 0;
+    pacf->index_auto = 0;
+
+    if (!pacf->length_set) {
+        pacf->length = NGX_HTTP_PREFIX_AWARE_LENGTH;
+    }
+}
+
+
+/*
+ * index=auto's zone: 32 bytes (an entry of 4 holders) for each block of
+ * the servers' caches, "capacity" tokens of 4 units each, rounded up to a
+ * power of two so that a reload which adds or removes a few servers keeps
+ * the zone, and with it the index; 1m to 64m
+ */
+
+static void
+ngx_http_prefix_aware_index_auto_size(ngx_http_prefix_aware_srv_conf_t *pacf)
+{
+    size_t    size;
+    uint64_t  want;
+
+    want = (uint64_t) pacf->nservers * pacf->capacity * 4 / pacf->block * 32;
+
+    size = NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MIN;
+
+    while (size < want && size < NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MAX) {
+        size <<= 1;
+    }
+
+    pacf->index_size = size;
+}
+
+
 ngx_int_t
 ngx_http_prefix_aware_index_add(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf)
@@ -159,11 +218,20 @@ ngx_http_prefix_aware_index_add(ngx_conf_t *cf,
     n = pacf->nservers;
 
     if (n > PA_INDEX_MAX_SERVERS) {
+        if (pacf->index_auto) {
+            ngx_http_prefix_aware_index_off(cf, pacf, "over 1024 servers");
+            return NGX_OK;
+        }
+
         ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
                       "prefix_aware: \"index\" takes upstreams of at most "
                       "%d servers, upstream \"%V\" has %ui",
                       PA_INDEX_MAX_SERVERS, &pacf->upstream->host, n);
         return NGX_ERROR;
+    }
+
+    if (pacf->index_auto) {
+        ngx_http_prefix_aware_index_auto_size(pacf);
     }
 
     pacf->id = ngx_pcalloc(cf->pool, n * sizeof(uint32_t));

@@ -88,6 +88,10 @@ ngx_http_prefix_aware_resolve_init(ngx_conf_t *cf,
         return NGX_DECLINED;
     }
 
+    if (pacf->index_auto) {
+        ngx_http_prefix_aware_index_off(cf, pacf, "servers with \"resolve\"");
+    }
+
     if (pacf->index_size) {
         ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
                       "prefix_aware: \"index\" does not follow servers "

@@ -652,14 +652,15 @@ ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
 
     ngx_http_prefix_aware_printf(w,
         "      \"index\": {\n"
-        "        \"block\": %ui, \"balance\": %ui.%02ui, "
+        "        \"size\": %uz, \"block\": %ui, \"balance\": %ui.%02ui, "
         "\"capacity\": %ui, \"cold\": \"%s\", \"match\": %ui,\n"
         "        \"entries\": %uL, \"used\": %uL, \"evictions\": %uL, "
         "\"recorded\": %uL,\n"
         "        \"placed\": { \"match\": %uA, \"cold\": %uA, "
         "\"spill\": %uA, \"least\": %uA },\n"
         "        \"depth\": { \"buckets\": [",
-        c->block, c->balance / 100, c->balance % 100, c->capacity,
+        c->index_size, c->block, c->balance / 100, c->balance % 100,
+        c->capacity,
         c->cold == PA_COLD_RING ? "ring" : "least", c->match,
         st.capacity, st.entries_used, st.evictions, st.recorded,
         up->placed[PA_CHOICE_MATCH], up->placed[PA_CHOICE_COLD],

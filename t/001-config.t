@@ -15,7 +15,7 @@ __DATA__
 === TEST 1: length=1023 is below the range
 --- http_config
     upstream up {
-        prefix_aware length=1023;
+        prefix_aware index=off length=1023;
         server 127.0.0.1:1985;
     }
 --- config
@@ -31,7 +31,7 @@ invalid "length" value "1023" in "prefix_aware", it must be a number from 1024 t
 === TEST 2: length=65537 is above the range
 --- http_config
     upstream up {
-        prefix_aware length=65537;
+        prefix_aware index=off length=65537;
         server 127.0.0.1:1985;
     }
 --- config
@@ -47,7 +47,7 @@ invalid "length" value "65537" in "prefix_aware", it must be a number from 1024 
 === TEST 3: length=abc is not a number
 --- http_config
     upstream up {
-        prefix_aware length=abc;
+        prefix_aware index=off length=abc;
         server 127.0.0.1:1985;
     }
 --- config
@@ -63,7 +63,7 @@ invalid "length" value "abc" in "prefix_aware", it must be a number from 1024 to
 === TEST 4: length= without a value
 --- http_config
     upstream up {
-        prefix_aware length=;
+        prefix_aware index=off length=;
         server 127.0.0.1:1985;
     }
 --- config
@@ -79,7 +79,7 @@ invalid "length" value "" in "prefix_aware", it must be a number from 1024 to 65
 === TEST 5: threshold=0 is below the range
 --- http_config
     upstream up {
-        prefix_aware threshold=0;
+        prefix_aware index=off threshold=0;
         server 127.0.0.1:1985;
     }
 --- config
@@ -95,7 +95,7 @@ invalid "threshold" value "0" in "prefix_aware", it must be a number from 1 to 1
 === TEST 6: threshold=1025 is above the range
 --- http_config
     upstream up {
-        prefix_aware threshold=1025;
+        prefix_aware index=off threshold=1025;
         server 127.0.0.1:1985;
     }
 --- config
@@ -111,7 +111,7 @@ invalid "threshold" value "1025" in "prefix_aware", it must be a number from 1 t
 === TEST 7: threshold=-1 is not a number
 --- http_config
     upstream up {
-        prefix_aware threshold=-1;
+        prefix_aware index=off threshold=-1;
         server 127.0.0.1:1985;
     }
 --- config
@@ -127,7 +127,7 @@ invalid "threshold" value "-1" in "prefix_aware", it must be a number from 1 to 
 === TEST 8: format=xml is not a format
 --- http_config
     upstream up {
-        prefix_aware format=xml;
+        prefix_aware index=off format=xml;
         server 127.0.0.1:1985;
     }
 --- config
@@ -143,7 +143,7 @@ invalid "format" value "xml" in "prefix_aware", it must be "auto", "body" or "op
 === TEST 9: an unknown parameter
 --- http_config
     upstream up {
-        prefix_aware length=2048 lenght=4096;
+        prefix_aware index=off length=2048 lenght=4096;
         server 127.0.0.1:1985;
     }
 --- config
@@ -159,8 +159,8 @@ invalid parameter "lenght=4096" in "prefix_aware", it takes length=, threshold=,
 === TEST 10: the directive twice in one upstream
 --- http_config
     upstream up {
-        prefix_aware length=2048;
-        prefix_aware threshold=4;
+        prefix_aware index=off length=2048;
+        prefix_aware index=off threshold=4;
         server 127.0.0.1:1985;
     }
 --- config
@@ -178,7 +178,7 @@ GET /t
     upstream up {
         server 127.0.0.1:1985;
         server 127.0.0.1:1986 backup;
-        prefix_aware;
+        prefix_aware index=off;
     }
 --- config
     location /t { proxy_pass http://up; }
@@ -193,7 +193,7 @@ GET /t
 === TEST 12: a backup server after the directive
 --- http_config
     upstream up {
-        prefix_aware;
+        prefix_aware index=off;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986 backup;
     }
@@ -210,7 +210,7 @@ balancing method does not support parameter "backup"
 === TEST 13: the directive outside an upstream block
 --- config
     location /t {
-        prefix_aware;
+        prefix_aware index=off;
         return 200;
     }
 --- request
@@ -224,7 +224,7 @@ GET /t
 === TEST 14: the same server twice in one upstream
 --- http_config
     upstream up {
-        prefix_aware;
+        prefix_aware index=off;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1985;
@@ -242,7 +242,7 @@ prefix_aware: duplicate server "127.0.0.1:1985" in upstream "up", use "weight=" 
 === TEST 15: the lowest length and threshold are accepted
 --- http_config
     upstream up {
-        prefix_aware length=1024 threshold=1;
+        prefix_aware index=off length=1024 threshold=1;
         server 127.0.0.1:1985;
     }
 --- config
@@ -261,19 +261,19 @@ b1
 === TEST 16: the highest length and threshold, every format, the defaults
 --- http_config
     upstream up1 {
-        prefix_aware length=65536 threshold=1024 format=body;
+        prefix_aware index=off length=65536 threshold=1024 format=body;
         server 127.0.0.1:1985;
     }
     upstream up2 {
-        prefix_aware format=openai;
+        prefix_aware index=off format=openai;
         server 127.0.0.1:1986;
     }
     upstream up3 {
-        prefix_aware format=auto;
+        prefix_aware index=off format=auto;
         server 127.0.0.1:1987;
     }
     upstream up4 {
-        prefix_aware;
+        prefix_aware index=off;
         server 127.0.0.1:1988;
     }
 --- config
@@ -294,7 +294,7 @@ b1
 === TEST 17: weight, max_fails, fail_timeout, max_conns and down are accepted
 --- http_config
     upstream up {
-        prefix_aware length=4096 threshold=10;
+        prefix_aware index=off length=4096 threshold=10;
         server 127.0.0.1:1985 weight=3 max_fails=2 fail_timeout=5s max_conns=100;
         server 127.0.0.1:1986 down;
     }
@@ -314,7 +314,7 @@ b1
 --- http_config
     upstream up {
         zone up 64k;
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -339,7 +339,7 @@ b2
 === TEST 19: another balancing method after prefix_aware is warned about, and it is the one used
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         least_conn;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
@@ -367,7 +367,7 @@ prefix_aware peer
 === TEST 20: upstream keepalive after prefix_aware: the ring still routes, connections are reused, in-flight counts go back to 0
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -410,7 +410,7 @@ get keepalive peer: using connection
 === TEST 21: weight above 100 is refused: the ring has 160 points per unit
 --- http_config
     upstream up {
-        prefix_aware;
+        prefix_aware index=off;
         server 127.0.0.1:1985 weight=101;
         server 127.0.0.1:1986;
     }
@@ -481,7 +481,7 @@ b1
 GET /t
 --- must_die
 --- error_log
-invalid "index" value "100k" in "prefix_aware", it must be "off" or a size from 256k to 4g
+invalid "index" value "100k" in "prefix_aware", it must be "auto", "off" or a size from 256k to 4g
 
 
 === TEST 26: index=abc is not a size
@@ -496,7 +496,7 @@ invalid "index" value "100k" in "prefix_aware", it must be "off" or a size from 
 GET /t
 --- must_die
 --- error_log
-invalid "index" value "abc" in "prefix_aware", it must be "off" or a size from 256k to 4g
+invalid "index" value "abc" in "prefix_aware", it must be "auto", "off" or a size from 256k to 4g
 
 
 === TEST 27: balance=0.5 is below the range

@@ -28,7 +28,7 @@ __DATA__
 === TEST 1: 30 prefixes, each sent 3 times, interleaved: each stays on one backend, and they cover all backends
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -53,7 +53,7 @@ __DATA__
 === TEST 2: the 30 prefixes spread over all three backends (7, 13 and 10 of them)
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -76,7 +76,7 @@ die "the expectations do not cover every backend\n"
 === TEST 3: bodies of 2000 bytes that differ only after byte 1024 go to the same backend with the same hash
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -102,7 +102,7 @@ die "the expectations do not cover every backend\n"
 === TEST 4: a change at byte 1023 (length - 1) moves the request to another backend
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -128,7 +128,7 @@ die "the expectations do not cover every backend\n"
 === TEST 5: a body shorter than length is hashed whole; bytes after exactly length bytes do not count
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -154,7 +154,7 @@ die "the expectations do not cover every backend\n"
 === TEST 6: the default length is 4096: there, bytes after 1024 do count
 --- http_config
     upstream up {
-        prefix_aware;
+        prefix_aware index=off;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -178,7 +178,7 @@ die "the expectations do not cover every backend\n"
 === TEST 7: the ring does not depend on the order of the server lines
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1987;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
@@ -197,7 +197,7 @@ die "the expectations do not cover every backend\n"
 === TEST 8: a fourth server takes 7 of the 30 prefixes, and no prefix moves between the other three
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -220,7 +220,7 @@ for my $i (0 .. 29) {
 === TEST 9: the same prefix sent with other methods and URIs goes to the same backend
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -240,7 +240,7 @@ for my $i (0 .. 29) {
 === TEST 10: a GET without body or id goes to the least-loaded server, route no_key
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -266,7 +266,7 @@ for my $i (0 .. 29) {
 === TEST 11: the debug log has the key hash, its source, and the server chosen and why
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;

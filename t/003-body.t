@@ -37,7 +37,7 @@ __DATA__
 === TEST 1: a 72 KB body in memory (client_body_buffer_size 128k), length=65536
 --- http_config
     upstream up {
-        prefix_aware length=65536;
+        prefix_aware index=off length=65536;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -65,7 +65,7 @@ a client request body is buffered to a temporary file
 === TEST 2: the same body in a client body temp file (client_body_buffer_size 1k) has the same hash and backend
 --- http_config
     upstream up {
-        prefix_aware length=65536;
+        prefix_aware index=off length=65536;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -94,7 +94,7 @@ a client request body is buffered to a temporary file
 === TEST 3: in a temp file, bytes after length do not count either
 --- http_config
     upstream up {
-        prefix_aware length=65536;
+        prefix_aware index=off length=65536;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -121,13 +121,13 @@ a client request body is buffered to a temporary file
 === TEST 4: client_body_in_file_only, and a short length read from the file: same hashes as in memory
 --- http_config
     upstream up {
-        prefix_aware length=65536;
+        prefix_aware index=off length=65536;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
     }
     upstream short {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -162,7 +162,7 @@ a client request body is buffered to a temporary file
 === TEST 5: the body chunked in pieces of 1000, 7, 30000 and 3333 bytes, in memory: same hash as with Content-Length
 --- http_config
     upstream up {
-        prefix_aware length=65536;
+        prefix_aware index=off length=65536;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -191,7 +191,7 @@ b3
 === TEST 6: the body chunked in pieces of 500 bytes into a temp file: same hash
 --- http_config
     upstream up {
-        prefix_aware length=65536;
+        prefix_aware index=off length=65536;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -220,7 +220,7 @@ a client request body is buffered to a temporary file
 === TEST 7: a short body chunked a byte at a time has the hash of the same body with Content-Length
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -246,7 +246,7 @@ a client request body is buffered to a temporary file
 === TEST 8: an empty body (Content-Length: 0 or chunked) without id: least loaded, route no_key
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -274,7 +274,7 @@ a client request body is buffered to a temporary file
 === TEST 9: an empty body with an id is keyed by the id alone, as a GET with that id
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -303,7 +303,7 @@ a client request body is buffered to a temporary file
 === TEST 10: proxy_request_buffering off: a body that is still arriving is not used, least loaded, with a warn
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -334,7 +334,7 @@ prefix_aware: the request body is not buffered (proxy_request_buffering off?), r
 === TEST 11: proxy_request_buffering off with an id: keyed by the id alone
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -365,7 +365,7 @@ the request body is not buffered
 === TEST 12: proxy_request_buffering off, but the body came whole with the header: nginx buffered it, it is keyed by body and id
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;

@@ -21,7 +21,7 @@ __DATA__
 === TEST 1: the same body with no id and with three ids goes to three different backends
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -49,7 +49,7 @@ __DATA__
 === TEST 2: the header name is case-insensitive
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -75,7 +75,7 @@ __DATA__
 === TEST 3: an id of 64 characters, and one of every kind of printable character, are accepted
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -101,7 +101,7 @@ __DATA__
 === TEST 4: a GET with an id is keyed by the id alone
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -130,7 +130,7 @@ __DATA__
 === TEST 5: an id of 65 characters: 400 with the reason, not proxied
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -160,7 +160,7 @@ http upstream connect
 === TEST 6: an id with a non-ASCII byte (UTF-8 e-acute): 400, not proxied
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -187,7 +187,7 @@ prefix_aware get peer
 === TEST 7: ids with a byte 0xff, 0x7f, 0x01 or a tab: 400 each
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -213,7 +213,7 @@ prefix_aware get peer
 === TEST 8: an empty id: 400, not proxied
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -240,7 +240,7 @@ prefix_aware get peer
 === TEST 9: the id header twice, even with equal values: 400, not proxied
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -267,7 +267,7 @@ prefix_aware get peer
 === TEST 10: after a 400 the keep-alive connection serves the next pipelined requests
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -294,7 +294,7 @@ prefix_aware get peer
 === TEST 11: a 400 with a 64 KB body that went to a temp file: the body is consumed, the next request is served
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -320,7 +320,7 @@ prefix_aware get peer
 === TEST 12: a HEAD request with a bad id: 400 without a body
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -344,7 +344,7 @@ prefix_aware get peer
 === TEST 13: a bad id with proxy_request_buffering off and a body still arriving: 400 at once, the connection is closed
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;

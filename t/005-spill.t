@@ -24,7 +24,7 @@ __DATA__
 === TEST 1: threshold=2 and 6 concurrent requests with one key: 2 at the first choice, the rest spill along the ring
 --- http_config
     upstream up {
-        prefix_aware length=1024 threshold=2;
+        prefix_aware index=off length=1024 threshold=2;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -58,7 +58,7 @@ prefix_aware peer: "127.0.0.1:1985" route:spill hash:77f315a3357910b0 first in f
 === TEST 2: all busy (threshold=1, 2 servers, 4 concurrent): the least loaded takes it, ties in ring order
 --- http_config
     upstream up {
-        prefix_aware length=1024 threshold=1;
+        prefix_aware index=off length=1024 threshold=1;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
     }
@@ -89,7 +89,7 @@ prefix_aware peer: "127.0.0.1:1985" route:spill hash:77f315a3357910b0 first in f
 === TEST 3: all busy with 3 servers: the fifth request goes to the least loaded b2 (1 in flight), not to b3 (2)
 --- http_config
     upstream up {
-        prefix_aware length=1024 threshold=1;
+        prefix_aware index=off length=1024 threshold=1;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -122,7 +122,7 @@ route:spill hash:77f315a3357910b0 first in flight:2
 === TEST 4: once the spilled requests are done the counts are back to 0: the next request is at the first choice again
 --- http_config
     upstream up {
-        prefix_aware length=1024 threshold=1;
+        prefix_aware index=off length=1024 threshold=1;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
     }
@@ -152,7 +152,7 @@ X-Amzn-SageMaker-Prefix-Aware-Id: tenant-d
 === TEST 5: below the threshold (default 10) 6 concurrent requests all stay at the first choice
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -181,7 +181,7 @@ qr/route:\w+/
 === TEST 6: without a key, concurrent requests go to the least loaded: 3 requests, 3 different servers
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -208,7 +208,7 @@ qr/route:\w+/
 === TEST 7: max_conns=1 on the first choice: the second concurrent request fails over past it even below the threshold
 --- http_config
     upstream up {
-        prefix_aware length=1024 threshold=10;
+        prefix_aware index=off length=1024 threshold=10;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987 max_conns=1;
@@ -239,7 +239,7 @@ route:failover
 === TEST 8: without a key the least loaded is counted per weight: of 4 concurrent requests the weight=2 server takes 2
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985 weight=2;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;

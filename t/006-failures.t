@@ -26,7 +26,7 @@ __DATA__
 === TEST 1: a down server is never chosen; its keys go to the next server on the ring (route failover), the others stay
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986 down;
         server 127.0.0.1:1987;
@@ -54,7 +54,7 @@ for my $i (0 .. 29) {
 === TEST 2: every server down: 502, "no live upstreams"
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985 down;
         server 127.0.0.1:1986 down;
     }
@@ -72,7 +72,7 @@ no live upstreams while connecting to upstream
 === TEST 3: the first choice refuses the connection: retried on the next server on the ring (b2, not b1 next in the file), the request succeeds
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1990;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
@@ -105,7 +105,7 @@ upstream: "http://127.0.0.1:1990/t"
 === TEST 4: two refusing servers first on the ring: the retries walk on to the third distinct server
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1989;
         server 127.0.0.1:1990;
         server 127.0.0.1:1985;
@@ -135,7 +135,7 @@ upstream: "http://127.0.0.1:1990/t"
 === TEST 5: max_fails=1 (the default): after one failure the server is skipped without a connect for fail_timeout
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1990;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
@@ -165,7 +165,7 @@ prefix_aware peer: "127.0.0.1:1986" route:failover
 === TEST 6: max_fails=0: the refusing server stays first choice and is tried by every request
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1990 max_fails=0;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
@@ -199,7 +199,7 @@ prefix_aware peer: "127.0.0.1:1986" route:failover
 === TEST 7: proxy_next_upstream off: no retry, 502
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1990;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
@@ -226,7 +226,7 @@ connect() failed (111: Connection refused) while connecting to upstream
 === TEST 8: proxy_next_upstream_tries 2 with two refusing servers first: 502 after two tries
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1989;
         server 127.0.0.1:1990;
         server 127.0.0.1:1985;

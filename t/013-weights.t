@@ -28,21 +28,21 @@ my $listen = $ng->port;
 
 $ng->start(<<"_EOC_");
     upstream even {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:$port{b1};
         server 127.0.0.1:$port{b2};
         server 127.0.0.1:$port{b3};
     }
 
     upstream weighted {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:$port{b1} weight=2;
         server 127.0.0.1:$port{b2};
         server 127.0.0.1:$port{b3};
     }
 
     upstream heavy {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:$port{b1} weight=100;
         server 127.0.0.1:$port{b2};
         server 127.0.0.1:$port{b3};

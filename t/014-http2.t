@@ -47,7 +47,7 @@ _EOC_
 
 $ng->start(<<"_EOC_");
     upstream up {
-        prefix_aware length=65536;
+        prefix_aware index=off length=65536;
 $servers    }
 
     server {

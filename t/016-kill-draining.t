@@ -31,7 +31,7 @@ my $listen = $ng->port;
 
 my $http = <<"_EOC_";
     upstream up {
-        prefix_aware length=1024 threshold=1;
+        prefix_aware index=off length=1024 threshold=1;
 $servers    }
 
     server {

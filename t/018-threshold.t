@@ -48,7 +48,7 @@ my $listen = $ng->port;
 
 $ng->start(<<"_EOC_");
     upstream up {
-        prefix_aware length=1024 threshold=2;
+        prefix_aware index=off length=1024 threshold=2;
 $servers    }
 
     server {

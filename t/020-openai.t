@@ -18,7 +18,7 @@ our %PORT = (b1 => 1991, b2 => 1992, b3 => 1993);
 
 our $UPSTREAM = <<'_EOC_';
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1991;
         server 127.0.0.1:1992;
         server 127.0.0.1:1993;
@@ -371,19 +371,19 @@ my $b = ::chat([[user => 'hello']]);
 === TEST 10: format=body keys a chat path by raw bytes; format=openai reads any path as JSON; the keys are those of auto
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1991;
         server 127.0.0.1:1992;
         server 127.0.0.1:1993;
     }
     upstream up_body {
-        prefix_aware length=1024 format=body;
+        prefix_aware index=off length=1024 format=body;
         server 127.0.0.1:1991;
         server 127.0.0.1:1992;
         server 127.0.0.1:1993;
     }
     upstream up_openai {
-        prefix_aware length=1024 format=openai;
+        prefix_aware index=off length=1024 format=openai;
         server 127.0.0.1:1991;
         server 127.0.0.1:1992;
         server 127.0.0.1:1993;
@@ -537,7 +537,7 @@ not an OpenAI request body
 === TEST 15: a streamed ("stream": true) response passes through unchanged with proxy_buffering off
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1994;
     }
     server {

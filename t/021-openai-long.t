@@ -16,7 +16,7 @@ our %PORT = (b1 => 2021, b2 => 2022, b3 => 2023);
 
 our $UPSTREAM = <<'_EOC_';
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:2021;
         server 127.0.0.1:2022;
         server 127.0.0.1:2023;

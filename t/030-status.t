@@ -195,7 +195,7 @@ __DATA__
 === TEST 1: known traffic, then the exact counters in JSON; status requests count nowhere
 --- http_config
     upstream llm {
-        prefix_aware length=1024 threshold=4;
+        prefix_aware index=off length=1024 threshold=4;
         server 127.0.0.1:1994;
         server 127.0.0.1:1995 weight=2;
         server 127.0.0.1:1996 down;
@@ -204,7 +204,7 @@ __DATA__
         server 127.0.0.1:1996;
     }
     upstream other {
-        prefix_aware length=65536 threshold=1 format=body;
+        prefix_aware index=off length=65536 threshold=1 format=body;
         server 127.0.0.1:1996 weight=3;
     }
 --- config
@@ -235,13 +235,13 @@ my $re = ::json_re(::status_json($::AFTER, $::UNUSED));
 === TEST 2: the same traffic, then the Prometheus text, by ?format=prometheus and by Accept: text/plain
 --- http_config
     upstream llm {
-        prefix_aware length=1024 threshold=4;
+        prefix_aware index=off length=1024 threshold=4;
         server 127.0.0.1:1994;
         server 127.0.0.1:1995 weight=2;
         server 127.0.0.1:1996 down;
     }
     upstream other {
-        prefix_aware length=65536 threshold=1 format=body;
+        prefix_aware index=off length=65536 threshold=1 format=body;
         server 127.0.0.1:1996 weight=3;
     }
 --- config
@@ -278,7 +278,7 @@ my $json = ::json_re(::status_json($::AFTER, $::UNUSED));
 === TEST 3: a fresh upstream: all zeros; JSON for curl's and browsers' Accept
 --- http_config
     upstream other {
-        prefix_aware length=65536 threshold=1 format=body;
+        prefix_aware index=off length=65536 threshold=1 format=body;
         server 127.0.0.1:1996 weight=3;
     }
 --- config
@@ -304,7 +304,7 @@ my $json = ::json_re(::status_json($::UNUSED));
 === TEST 4: HEAD has the headers of GET, and no body
 --- http_config
     upstream other {
-        prefix_aware length=65536 threshold=1 format=body;
+        prefix_aware index=off length=65536 threshold=1 format=body;
         server 127.0.0.1:1996 weight=3;
     }
 --- config
@@ -324,7 +324,7 @@ Content-Type: text/plain; version=0.0.4; charset=utf-8
 === TEST 5: only GET and HEAD: POST, PUT and DELETE are 405; an unknown ?format= is 400 (one connection each: nginx closes after a 400)
 --- http_config
     upstream other {
-        prefix_aware length=65536 threshold=1 format=body;
+        prefix_aware index=off length=65536 threshold=1 format=body;
         server 127.0.0.1:1996 weight=3;
     }
 --- config
@@ -351,7 +351,7 @@ Content-Type: text/plain; version=0.0.4; charset=utf-8
 === TEST 6: allow and deny protect it like any location
 --- http_config
     upstream other {
-        prefix_aware length=65536 threshold=1 format=body;
+        prefix_aware index=off length=65536 threshold=1 format=body;
         server 127.0.0.1:1996 weight=3;
     }
 --- config
@@ -390,7 +390,7 @@ ops:{PLAIN}secret
 === TEST 7: in flight: two slow requests of one key are held (threshold=1: the second spills), a status include sees them; afterwards all is 0
 --- http_config
     upstream two {
-        prefix_aware length=1024 threshold=1;
+        prefix_aware index=off length=1024 threshold=1;
         server 127.0.0.1:1994;
         server 127.0.0.1:1995;
     }
@@ -435,7 +435,7 @@ my $json = ::json_re(::status_json(@after));
 === TEST 8: the three variables in an access log: through prefix_aware, answered 400, and not through it at all
 --- http_config
     upstream llm {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1994;
         server 127.0.0.1:1995;
     }

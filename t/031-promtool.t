@@ -37,14 +37,14 @@ _EOC_
 
 my $ngx = PrefixAware::Status->start(http => <<"_EOC_", locations => <<'_EOC_');
     upstream llm {
-        prefix_aware length=2048 threshold=3 format=auto;
+        prefix_aware index=off length=2048 threshold=3 format=auto;
         server 127.0.0.1:1997;
         server localhost:1998 weight=2;
         server 127.0.0.1:1999 max_fails=1 fail_timeout=60s;
         server 127.0.0.1:1996 down;
     }
     upstream tenant-b {
-        prefix_aware format=openai;
+        prefix_aware index=off format=openai;
         server 127.0.0.1:1997 weight=3;
     }
 $http

@@ -34,7 +34,7 @@ _EOC_
 
 my $ngx = PrefixAware::Status->start(workers => 2, http => <<"_EOC_", locations => <<'_EOC_');
     upstream llm {
-        prefix_aware length=1024 threshold=100;
+        prefix_aware index=off length=1024 threshold=100;
         server 127.0.0.1:1997;
         server 127.0.0.1:1998;
     }

@@ -85,7 +85,7 @@ my $port = PrefixAware::Status::free_port();
 
     my $ngx = PrefixAware::Status->start(http => <<"_EOC_", locations => <<"_EOC_");
     upstream $qup {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server $qsock;
         server 127.0.0.1:$port;
     }
@@ -144,7 +144,7 @@ _EOC_
         my @srv = map { "unix:/nonexistent/pa033/$i/" . ('s' x 60) . qq( "\\ $_.sock) } 1 .. 40;
         push @ups, [ $name, \@srv ];
         $http .= '    upstream ' . conf_quote($name) . " {\n"
-               . "        prefix_aware;\n"
+               . "        prefix_aware index=off;\n"
                . join('', map { '        server ' . conf_quote($_) . ";\n" } @srv)
                . "    }\n";
     }
@@ -178,7 +178,7 @@ _EOC_
 
     my $ngx = PrefixAware::Status->start(http => <<"_EOC_", locations => '');
     upstream ${\ conf_quote($name)} {
-        prefix_aware;
+        prefix_aware index=off;
         server 127.0.0.1:$port;
     }
 _EOC_

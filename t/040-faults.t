@@ -87,7 +87,7 @@ __DATA__
 === TEST 1: the first choice resets the connection before answering: retried on the next server on the ring (2002, not 2001 next in the file), 200; 0 in flight after
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:2006;
         server 127.0.0.1:2001;
         server 127.0.0.1:2002;
@@ -123,7 +123,7 @@ prefix_aware peer: "127.0.0.1:2002" route:failover
 === TEST 2: the backend resets in the middle of the response body: the client has the 200 header, then the connection closes (proxy_buffering off passes the 8 bytes first, buffering on drops them); no retry once the response began; 0 in flight after
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:2007;
         server 127.0.0.1:2001;
     }
@@ -160,7 +160,7 @@ qr/\A\Q${peer}readv()$rst\E(?:\Q${peer}recv()$rst\E)?\z/
 === TEST 3: the first choice never answers (proxy_read_timeout 300ms): "upstream timed out", retried on the next server on the ring, 200; 0 in flight after
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:2008;
         server 127.0.0.1:2001;
         server 127.0.0.1:2002;
@@ -198,7 +198,7 @@ prefix_aware peer: "127.0.0.1:2002" route:failover
 === TEST 4: 502 then 503 along the ring (proxy_next_upstream error timeout http_502 http_503): the third server answers 200; both are then "failed" (max_fails=1), so the next request goes straight to the third; 0 in flight after
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:2001;
         server 127.0.0.1:2004;
         server 127.0.0.1:2005;
@@ -242,7 +242,7 @@ qr/\A\Q$first\E(?:\Q$second\E)?\z/
 === TEST 5: every server answers 502 or 503: after both tries the client has the last answer (503), at once; the last one is not marked failed (its answer was passed on); 0 in flight after
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:2004;
         server 127.0.0.1:2005;
     }
@@ -271,7 +271,7 @@ qr/\A\Q$first\E(?:\Q$second\E)?\z/
 === TEST 6: all servers refuse connections: a 502 at once; the next request finds them all failed: "no live upstreams", 502 at once, and the failures are forgotten for a quick recovery; 0 in flight after
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:2010;
         server 127.0.0.1:2011;
     }
@@ -311,7 +311,7 @@ qr/\A\Q$first\E(?:\Q$second\E)?\z/
 === TEST 7: all servers never answer: each try times out (proxy_read_timeout 300ms), then 504 after about 600 ms, no hang; 0 in flight after
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:2008;
         server 127.0.0.1:2012;
     }
@@ -344,7 +344,7 @@ qr/upstream timed out \(110: Connection timed out\) while reading response heade
 === TEST 8: proxy_next_upstream_tries 1 with the resetting server first: no retry, 502 at once; 0 in flight after
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:2006;
         server 127.0.0.1:2001;
         server 127.0.0.1:2002;
@@ -375,7 +375,7 @@ qr/upstream timed out \(110: Connection timed out\) while reading response heade
 === TEST 9: a POST (as LLM requests are) reset after it was sent: not retried (502) unless proxy_next_upstream has non_idempotent, then it walks the ring like a GET (200 from 2002); 0 in flight after
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:2006 max_fails=0;
         server 127.0.0.1:2001;
         server 127.0.0.1:2002;

@@ -31,7 +31,7 @@ sub config {
     my $listen = $ng->port;
     return <<"_EOC_";
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
 $servers    }
 
     server {

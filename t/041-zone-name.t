@@ -20,7 +20,7 @@ __DATA__
 --- http_config
     limit_req_zone $binary_remote_addr zone=prefix_aware:1m rate=100r/s;
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
     }
 --- config
@@ -41,7 +41,7 @@ b1
 === TEST 2: an upstream zone named prefix_aware, in an upstream with prefix_aware
 --- http_config
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         zone prefix_aware 64k;
         server 127.0.0.1:1985;
     }
@@ -61,7 +61,7 @@ b1
 --- http_config
     limit_conn_zone $binary_remote_addr zone=prefix_aware:1m;
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:1985;
     }
 --- config

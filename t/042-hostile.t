@@ -20,7 +20,7 @@ use Test::Nginx::Socket 'no_plan';
 
 our $UPSTREAM = <<'_EOC_';
     upstream up {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.1:2013;
         server 127.0.0.1:2014;
         server 127.0.0.1:2015;
@@ -185,7 +185,7 @@ __DATA__
 === TEST 3: length=4096, 16000 bytes chunked in odd pieces (1, 3, 4093, 1, 4097, 2, 5, 4099 ...; all of 1 byte: 16000 buffers; all of 3; 4093; 4097 and 1), in memory: the hash of the same body with Content-Length
 --- http_config
     upstream up {
-        prefix_aware length=4096;
+        prefix_aware index=off length=4096;
         server 127.0.0.1:2013;
         server 127.0.0.1:2014;
         server 127.0.0.1:2015;
@@ -215,7 +215,7 @@ a client request body is buffered to a temporary file
 === TEST 4: the same odd pieces into a client body temp file (client_body_buffer_size 1k): the same hash
 --- http_config
     upstream up {
-        prefix_aware length=4096;
+        prefix_aware index=off length=4096;
         server 127.0.0.1:2013;
         server 127.0.0.1:2014;
         server 127.0.0.1:2015;

@@ -39,7 +39,7 @@ my $servers = join '', map { "        server 127.0.0.1:$port{$_};\n" }
 
 my $http = <<"_EOC_";
     upstream v1 {
-        prefix_aware length=4096;
+        prefix_aware index=off length=4096;
 $servers    }
 
     upstream v2 {

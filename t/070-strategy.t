@@ -26,7 +26,7 @@ __DATA__
 === TEST 1: an unknown strategy names the parameter and the values
 --- http_config
     upstream up {
-        prefix_aware strategy=round_robin;
+        prefix_aware index=off strategy=round_robin;
         server 127.0.0.1:1985;
     }
 --- config
@@ -42,7 +42,7 @@ invalid "strategy" value "round_robin" in "prefix_aware", it must be "prefix", "
 === TEST 2: an unknown default
 --- http_config
     upstream up {
-        prefix_aware strategy=$arg_s strategy_default=fastest;
+        prefix_aware index=off strategy=$arg_s strategy_default=fastest;
         server 127.0.0.1:1985;
     }
 --- config
@@ -58,7 +58,7 @@ invalid "strategy_default" value "fastest" in "prefix_aware", it must be "prefix
 === TEST 3: a default without a variable
 --- http_config
     upstream up {
-        prefix_aware strategy_default=random;
+        prefix_aware index=off strategy_default=random;
         server 127.0.0.1:1985;
     }
 --- config
@@ -74,7 +74,7 @@ GET /t
 === TEST 4: a variable name with a character no variable has
 --- http_config
     upstream up {
-        prefix_aware strategy=$arm-b;
+        prefix_aware index=off strategy=$arm-b;
         server 127.0.0.1:1985;
     }
 --- config
@@ -90,7 +90,7 @@ invalid "strategy" value "$arm-b" in "prefix_aware", a variable's name has lette
 === TEST 5: a variable nginx does not know
 --- http_config
     upstream up {
-        prefix_aware strategy=$no_such_arm;
+        prefix_aware index=off strategy=$no_such_arm;
         server 127.0.0.1:1985;
     }
 --- config
@@ -106,7 +106,7 @@ unknown "no_such_arm" variable
 === TEST 6: strategy=prefix: three concurrent requests with one key stay at its home b3
 --- http_config
     upstream up {
-        prefix_aware length=1024 strategy=prefix;
+        prefix_aware index=off length=1024 strategy=prefix;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -131,7 +131,7 @@ GET /ssi/p.html
 === TEST 7: least_outstanding: the same three go to three servers, the home first (affinity), the others spill
 --- http_config
     upstream up {
-        prefix_aware length=1024 strategy=least_outstanding;
+        prefix_aware index=off length=1024 strategy=least_outstanding;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -162,7 +162,7 @@ qr/prefix_aware strategy \w+: server \d+, 0 in flight/
 === TEST 8: least_outstanding counts per weight: of 4 concurrent requests the weight=2 server takes 2
 --- http_config
     upstream up {
-        prefix_aware length=1024 strategy=least_outstanding;
+        prefix_aware index=off length=1024 strategy=least_outstanding;
         server 127.0.0.1:1985 weight=2;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -187,7 +187,7 @@ qr/\A(?=(?:.*?b1\n){2})(?!(?:.*?b1\n){3})(?=.*?b2\n)(?=.*?b3\n)(?:b[123]\n){4}\z
 === TEST 9: random: 60 requests with one key reach every server (all at b3 by prefix; each server missed with p < 1e-10)
 --- http_config
     upstream up {
-        prefix_aware length=1024 strategy=random;
+        prefix_aware index=off length=1024 strategy=random;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -211,7 +211,7 @@ qr/\A(?=.*?b1\n)(?=.*?b2\n)(?=.*?b3\n)(?:b[123]\n){60}\z/s
 === TEST 10: random never takes a down server
 --- http_config
     upstream up {
-        prefix_aware length=1024 strategy=random;
+        prefix_aware index=off length=1024 strategy=random;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986 down;
         server 127.0.0.1:1987;
@@ -235,12 +235,12 @@ qr/\A(?=.*?b1\n)(?=.*?b3\n)(?:b[13]\n){40}\z/s
 === TEST 11: random and least_outstanding retry on another server, never the refused one again
 --- http_config
     upstream r {
-        prefix_aware length=1024 strategy=random;
+        prefix_aware index=off length=1024 strategy=random;
         server 127.0.0.1:1990;
         server 127.0.0.1:1985;
     }
     upstream lo {
-        prefix_aware length=1024 strategy=least_outstanding;
+        prefix_aware index=off length=1024 strategy=least_outstanding;
         server 127.0.0.1:1990;
         server 127.0.0.1:1985;
     }
@@ -263,7 +263,7 @@ connect() failed (111: Connection refused)
 === TEST 12: random under threshold=1: three concurrent requests take three servers, six take two each
 --- http_config
     upstream up {
-        prefix_aware length=1024 threshold=1 strategy=random;
+        prefix_aware index=off length=1024 threshold=1 strategy=random;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -289,7 +289,7 @@ X-Amzn-SageMaker-Prefix-Aware-Id: tenant-d
 === TEST 13: $prefix_aware_strategy names the strategy; route is told against the key's home
 --- http_config
     upstream up {
-        prefix_aware length=1024 strategy=least_outstanding;
+        prefix_aware index=off length=1024 strategy=least_outstanding;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -319,7 +319,7 @@ X-Route: affinity|spill
         bad fastest;
     }
     upstream up {
-        prefix_aware length=1024 strategy=$arm strategy_default=least_outstanding;
+        prefix_aware index=off length=1024 strategy=$arm strategy_default=least_outstanding;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
         server 127.0.0.1:1987;
@@ -358,7 +358,7 @@ prefix_aware: unknown strategy "fastest" from "$arm", routed by "least_outstandi
 === TEST 15: least_outstanding keeps threshold a hard bound with weights: per unit of weight the weight=3 server is the least loaded at 2 in flight, but the other is below threshold=2 and takes the fourth
 --- http_config
     upstream up {
-        prefix_aware length=1024 threshold=2 strategy=least_outstanding;
+        prefix_aware index=off length=1024 threshold=2 strategy=least_outstanding;
         server 127.0.0.1:1985 weight=3;
         server 127.0.0.1:1986;
     }

@@ -30,7 +30,7 @@ _EOC_
 
 my $ngx = PrefixAware::Status->start(workers => 2, http => <<"_EOC_", locations => <<'_EOC_');
     upstream rnd {
-        prefix_aware length=1024 threshold=1024 strategy=random;
+        prefix_aware index=off length=1024 threshold=1024 strategy=random;
         server 127.0.0.1:$port[0] weight=1;
         server 127.0.0.1:$port[1] weight=2;
         server 127.0.0.1:$port[2] weight=3;

@@ -30,7 +30,7 @@ my $listen = $ng->port;
 
 $ng->start(<<"_EOC_");
     upstream up {
-        prefix_aware length=1024 strategy=least_outstanding;
+        prefix_aware index=off length=1024 strategy=least_outstanding;
 $servers    }
 
     server {

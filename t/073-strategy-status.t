@@ -42,13 +42,13 @@ my $ngx = PrefixAware::Status->start(workers => 2, http => <<"_EOC_", locations 
         bad      fastest;
     }
     upstream ab {
-        prefix_aware length=1024 strategy=\$arm;
+        prefix_aware index=off length=1024 strategy=\$arm;
 $servers    }
     upstream hdr {
-        prefix_aware length=1024 strategy=\$by_header strategy_default=random;
+        prefix_aware index=off length=1024 strategy=\$by_header strategy_default=random;
 $servers    }
     upstream plain {
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
 $servers    }
 $backends
 _EOC_

@@ -30,7 +30,7 @@ sub config {
     my $listen = $ng->port;
     return <<"_EOC_";
     upstream up {
-        prefix_aware length=1024 strategy=$strategy;
+        prefix_aware index=off length=1024 strategy=$strategy;
 $servers    }
 
     server {

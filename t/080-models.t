@@ -22,7 +22,7 @@ __DATA__
 === TEST 1: a server that is not in the upstream
 --- http_config
     upstream up {
-        prefix_aware;
+        prefix_aware index=off;
         prefix_aware_model a 127.0.0.1:1985 127.0.0.1:1999;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
@@ -40,7 +40,7 @@ unknown server "127.0.0.1:1999" in "prefix_aware_model a" of upstream "up", it m
 === TEST 2: a model declared twice
 --- http_config
     upstream up {
-        prefix_aware;
+        prefix_aware index=off;
         prefix_aware_model lora-a 127.0.0.1:1985;
         prefix_aware_model lora-a 127.0.0.1:1986;
         server 127.0.0.1:1985;
@@ -59,7 +59,7 @@ duplicate model "lora-a" in "prefix_aware_model"
 === TEST 3: a model without servers
 --- http_config
     upstream up {
-        prefix_aware;
+        prefix_aware index=off;
         prefix_aware_model lora-a;
         server 127.0.0.1:1985;
     }
@@ -77,7 +77,7 @@ invalid number of arguments in "prefix_aware_model" directive
 --- http_config
     upstream up {
         prefix_aware_model lora-a 127.0.0.1:1985;
-        prefix_aware;
+        prefix_aware index=off;
         server 127.0.0.1:1985;
     }
 --- config
@@ -93,7 +93,7 @@ GET /t
 === TEST 5: model_fallback= other than none or all
 --- http_config
     upstream up {
-        prefix_aware model_fallback=any;
+        prefix_aware index=off model_fallback=any;
         server 127.0.0.1:1985;
     }
 --- config
@@ -109,7 +109,7 @@ invalid "model_fallback" value "any" in "prefix_aware", it must be "none" or "al
 === TEST 6: models= other than discover
 --- http_config
     upstream up {
-        prefix_aware models=list;
+        prefix_aware index=off models=list;
         server 127.0.0.1:1985;
     }
 --- config
@@ -125,7 +125,7 @@ invalid "models" value "list" in "prefix_aware", it must be "discover"
 === TEST 7: models_interval= below 100ms
 --- http_config
     upstream up {
-        prefix_aware models_interval=50ms;
+        prefix_aware index=off models_interval=50ms;
         server 127.0.0.1:1985;
     }
 --- config
@@ -141,7 +141,7 @@ invalid "models_interval" value "50ms" in "prefix_aware", it must be a time from
 === TEST 8: an empty model_header=
 --- http_config
     upstream up {
-        prefix_aware model_header=;
+        prefix_aware index=off model_header=;
         server 127.0.0.1:1985;
     }
 --- config
@@ -157,7 +157,7 @@ empty "model_header" in "prefix_aware"
 === TEST 9: without a model, eight ids spread over the three servers (the reference for the next test)
 --- http_config
     upstream up {
-        prefix_aware model_header=X-Model;
+        prefix_aware index=off model_header=X-Model;
         prefix_aware_model lora-a 127.0.0.1:1986;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
@@ -184,7 +184,7 @@ empty "model_header" in "prefix_aware"
 === TEST 10: the same ids with the model in a header: all on the model's only server
 --- http_config
     upstream up {
-        prefix_aware model_header=X-Model;
+        prefix_aware index=off model_header=X-Model;
         prefix_aware_model lora-a 127.0.0.1:1986;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
@@ -212,7 +212,7 @@ empty "model_header" in "prefix_aware"
 === TEST 11: the OpenAI body's model; the header, when there is one, wins
 --- http_config
     upstream up {
-        prefix_aware model_header=X-Model;
+        prefix_aware index=off model_header=X-Model;
         prefix_aware_model lora-a 127.0.0.1:1986;
         prefix_aware_model lora-b 127.0.0.1:1987;
         server 127.0.0.1:1985;
@@ -244,7 +244,7 @@ empty "model_header" in "prefix_aware"
 === TEST 12: a model with no set (and a request with no model) uses all servers
 --- http_config
     upstream up {
-        prefix_aware model_header=X-Model;
+        prefix_aware index=off model_header=X-Model;
         prefix_aware_model lora-a 127.0.0.1:1986;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
@@ -271,7 +271,7 @@ empty "model_header" in "prefix_aware"
 === TEST 13: spill stays in the set: threshold=1, 4 concurrent requests of one key, the set is b1 and b2 of three
 --- http_config
     upstream up {
-        prefix_aware threshold=1 model_header=X-Model;
+        prefix_aware index=off threshold=1 model_header=X-Model;
         prefix_aware_model lora-a 127.0.0.1:1985 127.0.0.1:1986;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986;
@@ -305,7 +305,7 @@ route:spill
 === TEST 14: every server of the set down: 503 naming the model
 --- http_config
     upstream up {
-        prefix_aware model_header=X-Model;
+        prefix_aware index=off model_header=X-Model;
         prefix_aware_model lora-a 127.0.0.1:1986 127.0.0.1:1987;
         prefix_aware_model lora-b 127.0.0.1:1985;
         server 127.0.0.1:1985;
@@ -331,7 +331,7 @@ no server of model "lora-a" is usable, answered 503
 === TEST 15: other models of the same upstream are served meanwhile
 --- http_config
     upstream up {
-        prefix_aware model_header=X-Model;
+        prefix_aware index=off model_header=X-Model;
         prefix_aware_model lora-a 127.0.0.1:1986 127.0.0.1:1987;
         prefix_aware_model lora-b 127.0.0.1:1985;
         server 127.0.0.1:1985;
@@ -355,7 +355,7 @@ b1
 === TEST 16: the set's only server fails (max_fails=1): 502 for the request that finds out, then 503 until fail_timeout
 --- http_config
     upstream up {
-        prefix_aware model_header=X-Model;
+        prefix_aware index=off model_header=X-Model;
         prefix_aware_model lora-a 127.0.0.1:1990;
         server 127.0.0.1:1985;
         server 127.0.0.1:1990 max_fails=1 fail_timeout=30s;
@@ -376,7 +376,7 @@ X-Model: lora-a
 === TEST 17: model_fallback=all: with the set down, the request goes to the other servers
 --- http_config
     upstream up {
-        prefix_aware model_header=X-Model model_fallback=all;
+        prefix_aware index=off model_header=X-Model model_fallback=all;
         prefix_aware_model lora-a 127.0.0.1:1986;
         server 127.0.0.1:1985;
         server 127.0.0.1:1986 down;
@@ -399,7 +399,7 @@ no server of model "lora-a" is usable, sent to all servers (model_fallback=all)
 === TEST 18: the status page: each declared set, requests per model, those with no server, those with no known set
 --- http_config
     upstream up {
-        prefix_aware model_header=X-Model;
+        prefix_aware index=off model_header=X-Model;
         prefix_aware_model lora-a 127.0.0.1:1986;
         prefix_aware_model "lora \"b\"" 127.0.0.1:1985 127.0.0.1:1987;
         server 127.0.0.1:1985;
@@ -428,7 +428,7 @@ no server of model "lora-a" is usable, sent to all servers (model_fallback=all)
 my $ids = CORE::join ',', map { qq({"id":"m$_"}) } 1 .. 130;
 <<"_EOC_";
     upstream up {
-        prefix_aware models=discover models_interval=10s model_header=X-Model;
+        prefix_aware index=off models=discover models_interval=10s model_header=X-Model;
         server 127.0.0.1:1991;
         server 127.0.0.1:1985;
     }

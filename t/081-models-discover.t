@@ -71,7 +71,7 @@ $ng->start(<<"_EOC_");
     }
 
     upstream down {
-        prefix_aware models=discover models_interval=1s model_header=X-Model;
+        prefix_aware index=off models=discover models_interval=1s model_header=X-Model;
         server 127.0.0.1:$port{b1};
         server 127.0.0.1:$port{b2} down;
         server 127.0.0.1:$port{b3} down;

@@ -21,7 +21,8 @@
 # resolved is on it once.
 #
 # The fractions moved are printed (diag) for docs/benchmarks.md.
-# "index=" (routing v2) with "resolve" is a configuration error.
+# "index=" (routing v2) with "resolve" is a configuration error; the
+# default, "index=auto", is off there, with a notice.
 # nginx 1.22.1 has no run-time resolving (no "resolve" parameter): the
 # test skips there.
 
@@ -150,6 +151,23 @@ _EOC_
          'index= with resolve: a configuration error');
 }
 
+# ... so the default, index=auto, is off there, with a notice
+{
+    my $t = PrefixAware::Scenario->new(name => 'resolve-auto');
+    $t->write_conf(<<"_EOC_");
+    resolver 127.0.0.1:$DNS valid=1s;
+    upstream up {
+        zone up 512k;
+        prefix_aware;
+        server pool.test:$BPORT resolve;
+    }
+_EOC_
+    my $out = `$bin -t -p ${\ $t->root}/ -c conf/nginx.conf 2>&1`;
+    is($?, 0, 'prefix_aware; with resolve: accepted') or diag $out;
+    like($out, qr/\[notice\].*upstream "up" routes with "index=off", "index=auto" is off with servers with "resolve"/,
+         '... index=auto is off there, with a notice');
+}
+
 # neither do model sets
 {
     my $t = PrefixAware::Scenario->new(name => 'resolve-models');
@@ -157,7 +175,7 @@ _EOC_
     resolver 127.0.0.1:$DNS valid=1s;
     upstream up {
         zone up 512k;
-        prefix_aware models=discover;
+        prefix_aware index=off models=discover;
         server pool.test:$BPORT resolve;
     }
 _EOC_
@@ -177,7 +195,7 @@ $ng->start(<<"_EOC_");
 
     upstream up {
         zone up 512k;
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server pool.test:$BPORT resolve;
     }
 
@@ -395,7 +413,7 @@ $mx->start(<<"_EOC_");
 
     upstream up {
         zone up 512k;
-        prefix_aware length=1024;
+        prefix_aware index=off length=1024;
         server 127.0.0.7:$BPORT;
         server pool.test:$BPORT resolve;
     }
