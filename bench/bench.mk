@@ -1,12 +1,14 @@
 # bench/bench.mk: benchmark targets, included by the top Makefile.
 #
 #   make demo          four simulated vLLM instances behind nginx, round robin
-#                      vs prefix_aware on a long-context workload (< 2 min)
-#   make bench-smoke   < 30 s: the benchmark's unit tests, then a short run
-#                      (round robin, prefix_aware, the pooled bound; 1 seed)
-#                      that fails unless every request is answered and the
-#                      KV hit rates of prefix_aware and of the pooled bound
-#                      beat round robin's
+#                      vs prefix_aware's default (pa_v2: index=auto, the
+#                      simulator's capacity) on a long-context workload
+#                      (< 2 min)
+#   make bench-smoke   < 40 s: the benchmark's unit tests, then a short run
+#                      (round robin, prefix_aware index=off, pa_v2, the
+#                      pooled bound; 1 seed) that fails unless every request
+#                      is answered and the KV hit rates of both prefix_aware
+#                      arms and of the pooled bound beat round robin's
 #   make bench         all workloads x all strategies, the arms of
 #                      bench/arms.conf and the pooled bound, 3 seeds each,
 #                      + rate sweep + router overhead (wrk); about 2 hours;

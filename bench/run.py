@@ -73,7 +73,7 @@ LABELS = {
     "least_conn": "nginx least_conn (zone)",
     "nginx_hash": "nginx hash $request_body consistent",
     "haproxy_hash": "HAProxy hash req.body,bytes(0,4096) bf150",
-    "prefix_aware": "nginx + prefix_aware",
+    "prefix_aware": "nginx + prefix_aware index=off",
     "pooled": "pooled bound: least_conn, one shared cache",
     "ideal": "ideal (one LRU of all caches, offline)",
 }
@@ -441,7 +441,7 @@ def merge_params(base, over):
 
 def pa_params(opts, strategy="prefix_aware"):
     base = ["length=%s" % opts.pa_length, "threshold=%s" % opts.pa_threshold,
-            "format=%s" % opts.pa_format]
+            "format=%s" % opts.pa_format, "index=%s" % opts.pa_index]
     if strategy in ARMS:
         over = ARMS[strategy].split()
     elif strategy.startswith("prefix_aware@"):
@@ -1437,7 +1437,7 @@ def mode_smoke(opts):
         checks += 1
         by = {r["strategy"]: r for r in results}
         rr = by.get("round_robin")
-        for s in ("prefix_aware", "pooled"):
+        for s in ("prefix_aware", "pa_v2", "pooled"):
             x = by.get(s)
             if not (rr and x):
                 continue
@@ -1662,10 +1662,11 @@ BENCH_STRATEGIES = ALL_STRATEGIES + ["arms", "pooled"]
 PRESETS = {
     # seconds: a small long-context run, round robin vs prefix_aware, and
     # the pooled bound
-    "smoke": dict(workloads="rag", strategies="round_robin,prefix_aware,pooled",
+    "smoke": dict(workloads="rag",
+                  strategies="round_robin,prefix_aware,pa_v2,pooled",
                   n=160, rate=10.0, kv_blocks=1536, time_scale=0.25, seeds="1"),
     # < 2 minutes
-    "demo": dict(workloads="rag", strategies="round_robin,prefix_aware",
+    "demo": dict(workloads="rag", strategies="round_robin,pa_v2",
                  n=None, rate=None, kv_blocks=2048, time_scale=0.5, seeds="1"),
     # the full benchmark
     "bench": dict(workloads=",".join(workloads.NAMES),
@@ -1722,6 +1723,10 @@ def main(argv=None):
     ap.add_argument("--pa-length", type=int, default=4096)
     ap.add_argument("--pa-threshold", type=int, default=10)
     ap.add_argument("--pa-format", default="auto")
+    ap.add_argument("--pa-index", default="off",
+                    help="index= of the prefix_aware strategy and the base "
+                         "of the arms (default off: routing v1, SageMaker's; "
+                         "pa_v2 is the module's default, index=auto)")
     ap.add_argument("--request-timeout", type=float, default=300.0)
     ap.add_argument("--max-seconds", type=float, default=1800.0,
                     help="the simulator exits by itself after this (safety)")

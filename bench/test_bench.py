@@ -346,6 +346,7 @@ class Opts:
     pa_length = 4096
     pa_threshold = 10
     pa_format = "auto"
+    pa_index = "off"
 
 
 class TestArms(unittest.TestCase):
@@ -393,11 +394,16 @@ class TestArms(unittest.TestCase):
         run.load_arms(None, ["pa_off index=off threshold=", "pa_t4 threshold=4"])
         o = Opts()
         self.assertEqual(run.pa_directive(o),
-                         "prefix_aware length=4096 threshold=10 format=auto;")
+                         "prefix_aware length=4096 threshold=10 format=auto "
+                         "index=off;")
         self.assertEqual(run.pa_directive(o, "pa_off"),
                          "prefix_aware length=4096 format=auto index=off;")
+        self.assertEqual(run.pa_directive(o, "pa_t4"),
+                         "prefix_aware length=4096 threshold=4 format=auto "
+                         "index=off;")
         self.assertEqual(run.pa_directive(o, "prefix_aware@threshold=20+length=2048"),
-                         "prefix_aware length=2048 threshold=20 format=auto;")
+                         "prefix_aware length=2048 threshold=20 format=auto "
+                         "index=off;")
         self.assertTrue(run.is_pa("pa_t4"))
         self.assertTrue(run.is_pa("prefix_aware@threshold=4"))
         self.assertFalse(run.is_pa("least_conn"))
@@ -405,9 +411,10 @@ class TestArms(unittest.TestCase):
         self.assertEqual(run.ARM_GROUPS["main"], ["pa_off", "pa_t4"])
         self.assertIn("threshold=4", run.label("pa_t4"))
         # the base arm can be redefined
-        run.load_arms(None, ["prefix_aware threshold=12"])
+        run.load_arms(None, ["prefix_aware threshold=12 index=auto"])
         self.assertEqual(run.pa_directive(o),
-                         "prefix_aware length=4096 threshold=12 format=auto;")
+                         "prefix_aware length=4096 threshold=12 format=auto "
+                         "index=auto;")
 
 
 def fake(strategy, seed, **kw):
