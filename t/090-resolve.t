@@ -162,7 +162,7 @@ _EOC_
         server pool.test:$BPORT resolve;
     }
 _EOC_
-    my $out = `$bin -t -p ${\ $t->root}/ -c conf/nginx.conf 2>&1`;
+    my $out = `$bin -t -p ${\ $t->root}/ -c conf/nginx.conf -e stderr 2>&1`;
     is($?, 0, 'prefix_aware; with resolve: accepted') or diag $out;
     like($out, qr/\[notice\].*upstream "up" routes with "index=off", "index=auto" is off with servers with "resolve"/,
          '... index=auto is off there, with a notice');
