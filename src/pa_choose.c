@@ -28,7 +28,8 @@ static void pa_choose_totals(const pa_choose_in_t *in, uint64_t *work,
 static int pa_choose_load(const pa_choose_in_t *in, uint32_t s,
     pa_load_t *load, pa_cand_t *c);
 static int pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
-    const pa_cand_t *c, uint64_t total_work, uint64_t total_weight);
+    const pa_cand_t *c, uint64_t total_work, uint64_t total_weight,
+    uint64_t slack);
 static int pa_choose_cold_within(const pa_choose_in_t *in,
     const pa_load_t *load, const pa_cand_t *c, uint64_t total_inflight,
     uint64_t total_weight);
@@ -95,7 +96,7 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
             continue;
         }
 
-        if (!pa_choose_within(in, &load, &c, tw, tweight)) {
+        if (!pa_choose_within(in, &load, &c, tw, tweight, in->slack)) {
             over = 1;
             continue;
         }
@@ -145,7 +146,7 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
                 continue;
             }
 
-            if (pa_choose_within(in, &load, &c, tw, tweight)
+            if (pa_choose_within(in, &load, &c, tw, tweight, 0)
                 && pa_choose_cold_within(in, &load, &c, tin, tweight))
             {
                 pa_choose_set(out, &c,
@@ -170,7 +171,7 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
                 least = c;
             }
 
-            if (pa_choose_within(in, &load, &c, tw, tweight)
+            if (pa_choose_within(in, &load, &c, tw, tweight, 0)
                 && pa_choose_cold_within(in, &load, &c, tin, tweight)
                 && pa_choose_better(&c, &best, 0))
             {
@@ -281,15 +282,16 @@ pa_choose_load(const pa_choose_in_t *in, uint32_t s, pa_load_t *load,
 
 
 /*
- * the cap on requests, and work after the request at most F times the
- * mean work per weight, the request included so that an idle cluster
- * accepts; as the ceiling does in consistent hashing with bounded loads,
+ * the cap on requests, and work at most F times the mean work per
+ * weight, the request included so that an idle cluster accepts, plus
+ * "slack"; as the ceiling does in consistent hashing with bounded loads,
  * an idle server always has room for one request
  */
 
 static int
 pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
-    const pa_cand_t *c, uint64_t total_work, uint64_t total_weight)
+    const pa_cand_t *c, uint64_t total_work, uint64_t total_weight,
+    uint64_t slack)
 {
     double  lhs, rhs;
 
@@ -308,15 +310,19 @@ pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
      * bounded loads; a bound on the work after it would turn a single
      * long prompt away from every server that has any work at all.
      * "slack" more (a cold request's work) keeps a few requests in
-     * flight from looking like an imbalance: the mean of a few long
-     * and short prompts says little, as in the absolute threshold of
-     * SGLang's gateway
+     * flight from looking like an imbalance for a match, whose hits are
+     * worth a little more work: the mean of a few long and short
+     * prompts says little, as in the absolute threshold of SGLang's
+     * gateway.  A request placed cold has no hit to keep and is held to
+     * the bound itself (slack 0): with the slack, cold prompts piled
+     * their prefill on one server while cached requests waited behind
+     * it (code completion's P99)
      */
 
     lhs = (double) load->work * (double) total_weight * 100.0;
     rhs = (double) in->balance * (double) (total_work + c->cost)
           * (double) c->weight
-          + 100.0 * (double) in->slack * (double) c->weight
+          + 100.0 * (double) slack * (double) c->weight
             * (double) total_weight;
 
     return lhs <= rhs;

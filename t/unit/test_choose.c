@@ -41,6 +41,7 @@ static void test_bounds(void);
 static void test_cold_ring(void);
 static void test_cold_least(void);
 static void test_cold_ceiling(void);
+static void test_cold_strict(void);
 static void test_least(void);
 static void test_weights(void);
 
@@ -410,6 +411,60 @@ test_cold_least(void)
  * a match stays under the loose work bound only
  */
 
+/*
+ * the work bound's slack is for matches: a request placed cold is held
+ * to F x the mean work itself
+ */
+
+static void
+test_cold_strict(void)
+{
+    uint32_t        i, home, depth[NSRV], found[NSRV];
+    cluster_t       cl;
+    pa_choice_t     ch;
+    pa_choose_in_t  in;
+
+    setup(&in, &cl, depth, found);
+    in.balance = 125;
+    in.slack = 1000000;
+
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD);
+    home = ch.server;
+
+    /* 3000 on the home: 3000 > 1.25 x (3000 + 1000) / 8, passed over */
+    cl.work[home] = 3000;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server != home);
+    CHECK(cl.work[ch.server] == 0);
+
+    /* 3000 on every server: 3000 <= 1.25 x 25000 / 8, home again */
+    for (i = 0; i < NSRV; i++) {
+        cl.work[i] = 3000;
+    }
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == home);
+
+    /* the home alone busy but holding the prefix: a match, in the slack */
+    for (i = 0; i < NSRV; i++) {
+        cl.work[i] = 0;
+    }
+
+    cl.work[home] = 3000;
+    depth[home] = 10;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == home);
+
+    /* cold=least: the least work, the same bound */
+    depth[home] = 0;
+    set_found(&in, depth, found);
+    in.cold = PA_COLD_LEAST;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server != home);
+}
+
+
 static void
 test_cold_ceiling(void)
 {
@@ -593,6 +648,7 @@ main(void)
     test_cold_ring();
     test_cold_least();
     test_cold_ceiling();
+    test_cold_strict();
     test_least();
     test_weights();
 
