@@ -40,6 +40,8 @@ static void test_match(void);
 static void test_bounds(void);
 static void test_cold_ring(void);
 static void test_cold_least(void);
+static uint32_t cold_home(pa_choose_in_t *in, cluster_t *cl,
+    uint32_t *depth, uint32_t *found);
 static void test_cold_ceiling(void);
 static void test_cold_strict(void);
 static void test_least(void);
@@ -406,10 +408,26 @@ test_cold_least(void)
 
 
 /*
- * cold placement counts requests too: a home with more than the ceiling
- * of F x the mean requests in flight is passed over on the ring, while
- * a match stays under the loose work bound only
+ * an idle cluster with balance=1.25 and a work bound's slack too wide to
+ * bind a match; returns the ring home of the request's key, placed cold
  */
+
+static uint32_t
+cold_home(pa_choose_in_t *in, cluster_t *cl, uint32_t *depth,
+    uint32_t *found)
+{
+    pa_choice_t  ch;
+
+    setup(in, cl, depth, found);
+    in->balance = 125;
+    in->slack = 1000000;
+
+    CHECK(pa_choose(in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD);
+
+    return ch.server;
+}
+
 
 /*
  * the work bound's slack is for matches: a request placed cold is held
@@ -424,13 +442,7 @@ test_cold_strict(void)
     pa_choice_t     ch;
     pa_choose_in_t  in;
 
-    setup(&in, &cl, depth, found);
-    in.balance = 125;
-    in.slack = 1000000;
-
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_COLD);
-    home = ch.server;
+    home = cold_home(&in, &cl, depth, found);
 
     /* 3000 on the home: 3000 > 1.25 x (3000 + 1000) / 8, passed over */
     cl.work[home] = 3000;
@@ -465,6 +477,12 @@ test_cold_strict(void)
 }
 
 
+/*
+ * cold placement counts requests too: a home with more than the ceiling
+ * of F x the mean requests in flight is passed over on the ring, while
+ * a match stays under the loose work bound only
+ */
+
 static void
 test_cold_ceiling(void)
 {
@@ -473,14 +491,7 @@ test_cold_ceiling(void)
     pa_choice_t     ch;
     pa_choose_in_t  in;
 
-    setup(&in, &cl, depth, found);
-    in.balance = 125;
-    in.slack = 1000000;
-
-    /* idle: the ring home */
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_COLD);
-    home = ch.server;
+    home = cold_home(&in, &cl, depth, found);
 
     /* 7 in flight on the home alone: 7 >= 1.25 x 8 / 8 + 1, passed over */
     cl.inflight[home] = 7;
