@@ -75,6 +75,7 @@ LABELS = {
     "haproxy_hash": "HAProxy hash req.body,bytes(0,4096) bf150",
     "prefix_aware": "nginx + prefix_aware index=off",
     "pooled": "pooled bound: least_conn, one shared cache",
+    "oracle": "oracle: prefix_aware's choice on exact cache depths",
     "ideal": "ideal (one LRU of all caches, offline)",
 }
 
@@ -331,6 +332,42 @@ STRATEGY_DIRECTIVE = {
 # strategies that run against a pooled-cache simulator
 POOLED = {"pooled"}
 
+# routed by the simulator's own front (llmsim.py --front), no proxy: the
+# module's choice on the depths the caches hold, not on what an index
+# remembers
+ORACLE = {"oracle"}
+ORACLE_PARAMS = ("threshold", "balance", "match", "length", "model")
+ORACLE_MODELS = ("exact", "lru", "held")
+
+
+def is_oracle(strategy):
+    return strategy.split("@")[0] in ORACLE
+
+
+def oracle_args(strategy, opts):
+    """llmsim.py --front-* for "oracle" or "oracle@k=v+k=v" (threshold,
+    balance, match, length; model=exact|lru|held): -> list of arguments;
+    ValueError if bad."""
+    params = {"threshold": str(opts.pa_threshold)}
+    if "@" in strategy:
+        for kv in strategy.split("@", 1)[1].split("+"):
+            k, _, v = kv.partition("=")
+            if k not in ORACLE_PARAMS or not v:
+                raise ValueError("%s: oracle parameters are %s"
+                                 % (strategy, ", ".join(ORACLE_PARAMS)))
+            if k == "model":
+                if v not in ORACLE_MODELS:
+                    raise ValueError("%s: model is one of %s"
+                                     % (strategy, ", ".join(ORACLE_MODELS)))
+            else:
+                float(v)
+            params[k] = v
+    out = []
+    for k in ORACLE_PARAMS:
+        if k in params:
+            out += ["--front-" + k, params[k]]
+    return out
+
 
 def module_available():
     return os.path.exists(MODULE_SO)
@@ -472,6 +509,9 @@ def label(strategy):
         return "nginx + prefix_aware %s (%s)" % (strategy, ARMS[strategy])
     if "@" in strategy and is_pa(strategy):
         return "nginx + prefix_aware " + strategy.split("@", 1)[1]
+    if "@" in strategy and is_oracle(strategy):
+        return "%s, %s" % (LABELS["oracle"],
+                           strategy.split("@", 1)[1].replace("+", " "))
     return LABELS.get(strategy, strategy)
 
 
@@ -523,7 +563,7 @@ def start_proxy(strategy, tmp, port, backends, opts):
     return p
 
 
-def start_sim(tmp, ports, opts, pooled=False):
+def start_sim(tmp, ports, opts, pooled=False, front=0, front_args=()):
     logp = os.path.join(tmp, "llmsim.log")
     cmd = [PYTHON, os.path.join(HERE, "sim", "llmsim.py"),
            "--ports", ",".join(map(str, ports)),
@@ -533,8 +573,10 @@ def start_sim(tmp, ports, opts, pooled=False):
            "--max-seconds", str(opts.max_seconds)]
     if pooled:
         cmd.append("--pooled")
+    if front:
+        cmd += ["--front", str(front)] + list(front_args)
     p = PROCS.start("llmsim", cmd, logp)
-    for port in ports:
+    for port in ports + ([front] if front else []):
         wait_port(port, p)
     return p
 
@@ -785,8 +827,12 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
     try:
         ports = bench_ports(opts, slot)
         sim_ports, pport = ports[:-1], ports[-1]
-        sim = start_sim(tmp, sim_ports, opts, pooled=strategy in POOLED)
-        proxy = start_proxy(strategy, tmp, pport, sim_ports, opts)
+        if is_oracle(strategy):
+            sim = start_sim(tmp, sim_ports, opts, front=pport,
+                            front_args=oracle_args(strategy, opts))
+        else:
+            sim = start_sim(tmp, sim_ports, opts, pooled=strategy in POOLED)
+            proxy = start_proxy(strategy, tmp, pport, sim_ports, opts)
         url = "http://127.0.0.1:%d" % pport
 
         async def go():
@@ -814,7 +860,7 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
         if opts.trace:
             write_trace(opts.trace, strategy, wl, reqs, recs, t0, opts)
         res["sim_cpu"] = sim_cpu / res["wall"] if res["wall"] else float("nan")
-        if proxy.poll() is not None:
+        if proxy is not None and proxy.poll() is not None:
             res["errors"]["proxy exited"] = 1
         if not quiet:
             log("  %-13s ok %d/%d  TTFT p50 %.3f p90 %.3f p99 %.3f s  hit %.1f%%  "
@@ -1317,10 +1363,15 @@ def strategies_for(opts, required_pa=False):
     names = list(collections.OrderedDict.fromkeys(names))
     for s in names:
         if (s not in STRATEGY_DIRECTIVE and s != "haproxy_hash"
-                and not is_pa(s)):
+                and not is_oracle(s) and not is_pa(s)):
             sys.exit("run.py: unknown strategy %r (have %s, pooled, arms, "
                      "the arms %s, prefix_aware@k=v+k=v)" % (
                          s, ", ".join(ALL_STRATEGIES), ", ".join(ARMS) or "-"))
+        if is_oracle(s):
+            try:
+                oracle_args(s, opts)
+            except ValueError as e:
+                sys.exit("run.py: %s" % e)
         if is_pa(s):
             try:
                 pa_directive(opts, s)
@@ -1694,7 +1745,8 @@ def main(argv=None):
     ap.add_argument("--workloads")
     ap.add_argument("--strategies",
                     help="comma-separated: %s, pooled (least_conn over a "
-                         "pooled-cache simulator), an arm's name, "
+                         "pooled-cache simulator), oracle (the module's "
+                         "choice on exact cache depths), an arm's name, "
                          "arms (the arms file's [main] arms), "
                          "prefix_aware@k=v+k=v" % ", ".join(ALL_STRATEGIES))
     ap.add_argument("--n", type=int, help="requests per run")

@@ -207,6 +207,107 @@ class TestPooled(unittest.TestCase):
         self.assertTrue(insts[1]._admit(s2))
 
 
+class TestOracle(unittest.TestCase):
+    """--front: prefix_aware's choice on the depths the caches hold."""
+
+    class OArgs(Args):
+        kv_blocks = 256
+        pooled = False
+        front_threshold = 10
+        front_balance = 1.25
+        front_match = 60
+        front_length = 8192
+
+    def _cached(self, inst, data):
+        # put data's blocks in inst's cache, as a finished request does
+        seq = llmsim.Seq(1, data, 1, 0.0)
+        self.assertTrue(inst._admit(seq))
+        seq.computed = seq.prompt_len
+        inst._publish(seq)
+        inst._finish(seq, 0.0)
+
+    def test_deepest_holder(self):
+        insts = llmsim.make_instances(list("abcd"), [1, 2, 3, 4], self.OArgs())
+        o = llmsim.Oracle(insts, self.OArgs())
+        doc = b"d" * 64 * 40
+        self._cached(insts[2], doc + b"q1")            # 40 blocks on c
+        self._cached(insts[1], doc[:64 * 30])           # 30 blocks on b
+        i, cost, kind, depth = o.choose(doc + b"q2")
+        self.assertEqual((i, kind, depth), (2, "match", 40))
+        self.assertEqual(cost, 1 + 128 + (40 * 16 + 1) // 4)
+
+    def test_bounds(self):
+        insts = llmsim.make_instances(list("abcd"), [1, 2, 3, 4], self.OArgs())
+        o = llmsim.Oracle(insts, self.OArgs())
+        doc = b"d" * 64 * 40
+        self._cached(insts[2], doc)
+        o.inflight[2] = 10                              # at the cap
+        i, _, kind, depth = o.choose(doc + b"q")
+        self.assertNotEqual(i, 2)
+        self.assertEqual((kind, depth), ("spill", 0))
+        o.inflight[2] = 1
+        o.work = [0, 0, 10 ** 6, 0]                     # far above the mean
+        self.assertEqual(o.choose(doc + b"q")[2], "spill")
+        o.work = [100, 100, 3000, 100]                  # within the slack
+        self.assertEqual(o.choose(doc + b"q")[:1], (2,))
+
+    def test_small_match_is_cold(self):
+        insts = llmsim.make_instances(list("ab"), [1, 2], self.OArgs())
+        o = llmsim.Oracle(insts, self.OArgs())
+        system = b"s" * 64 * 10
+        self._cached(insts[1], system)
+        # 10 of 40 blocks held: under match=60, not a match but placed
+        # cold, by the least work after it: b, where 10 blocks are cached
+        i, _, kind, depth = o.choose(system + b"u" * 64 * 30)
+        self.assertEqual((i, kind, depth), (1, "cold", 10))
+        o.work = [0, 10 ** 5]
+        self.assertEqual(o.choose(system + b"u" * 64 * 30)[:3:2], (0, "cold"))
+
+    def test_models_of_the_index(self):
+        class M(self.OArgs):
+            front_model = "lru"
+        insts = llmsim.make_instances(list("ab"), [1, 2], M())
+        o = llmsim.Oracle(insts, M())
+        doc = b"d" * 64 * 40
+        self.assertEqual(o.choose(doc + b"q")[2], "cold")
+        held = o.record(0, doc, 0, 16)               # 40 blocks + 1 decode
+        self.assertEqual((held, o.counter[0], o.held[0]), (41, 40, 41))
+        i, _, kind, depth = o.choose(doc + b"q")
+        self.assertEqual((i, kind, depth), (0, "match", 40))
+        o.held[0] = 0
+        o.record(0, b"x" * 64 * 200, 0, 16)           # 200 more: still held
+        self.assertEqual(o.remembered(0, llmsim.block_hashes(doc), 40), 40)
+        o.record(0, b"y" * 64 * 100, 0, 16)           # past 256: forgotten
+        self.assertEqual(o.remembered(0, llmsim.block_hashes(doc), 40), 0)
+        # "held": running requests' blocks shorten the cache's memory
+        o.model = "held"
+        o.record(1, doc, 0, 16)
+        o.held[1] = 0
+        o.record(1, b"z" * 64 * 100, 0, 16)          # 100 blocks after it
+        self.assertEqual(o.remembered(1, llmsim.block_hashes(doc), 40), 40)
+        o.held[1] = 200                              # 256 - 200 < 100
+        self.assertEqual(o.remembered(1, llmsim.block_hashes(doc), 40), 0)
+        o.held[1] = 10 ** 6                          # never below an eighth
+        self.assertEqual(o.capacity(1), 32)
+
+    def test_strategy_parameters(self):
+        import run
+        o = Opts()
+        o.pa_threshold = 10
+        self.assertEqual(run.oracle_args("oracle", o),
+                         ["--front-threshold", "10"])
+        self.assertEqual(run.oracle_args("oracle@balance=0+threshold=20", o),
+                         ["--front-threshold", "20", "--front-balance", "0"])
+        self.assertTrue(run.is_oracle("oracle@match=0"))
+        self.assertFalse(run.is_oracle("pa_v2"))
+        self.assertEqual(run.oracle_args("oracle@model=held", o),
+                         ["--front-threshold", "10", "--front-model", "held"])
+        for bad in ("oracle@cold=ring", "oracle@balance=", "oracle@match=x",
+                    "oracle@model=x"):
+            with self.assertRaises(ValueError):
+                run.oracle_args(bad, o)
+
+
 class TestWorkloads(unittest.TestCase):
     def test_deterministic(self):
         for name in workloads.NAMES:

@@ -47,6 +47,15 @@ What is modelled (see docs/benchmarks.md for the calibration and sources):
   total size that every instance reads (run.py's "pooled" arm puts
   least_conn in front of it).
 
+* Oracle (--front PORT).  One more port, in front of the process's
+  instances, routes each request with prefix_aware's choice (the deepest
+  holder within the bounds; see class Oracle) on the depth each
+  instance's cache holds now, which no real router knows: the limit of
+  that choice in front of separate caches, between the module and the
+  pooled bound.  --front-model lru / held route on a model of the caches
+  as the module's index keeps it instead, for trying models of the
+  engine's LRU without building them into the module.
+
 Endpoints: POST /v1/chat/completions, POST /v1/completions (SSE with
 "stream": true), POST /invocations (SageMaker; OpenAI chat or completion
 bodies, or {"inputs": ..., "parameters": {...}}, or any other bytes taken
@@ -63,7 +72,7 @@ block hashes): its blocks are named after an adapter tag first.
 
 Usage: llmsim.py --ports 8001,8002,8003,8004 [--kv-blocks 4096]
                  [--time-scale 1.0] [--names a,b,c,d] [--pooled]
-                 [--models "a,b;b,c;c,d;d,a"]
+                 [--models "a,b;b,c;c,d;d,a"] [--front PORT]
 Standard library + aiohttp only.
 """
 
@@ -798,6 +807,180 @@ def make_app(inst, args):
     app.router.add_post("/v1/chat/completions", generate)
     app.router.add_post("/v1/completions", generate)
     app.router.add_post("/invocations", generate)
+    app["generate"] = generate
+    return app
+
+
+# ---------------------------------------------------------------------------
+# the oracle: a router with exact knowledge of every instance's cache
+
+
+class Oracle:
+    """Routes each request as prefix_aware's default does (src/pa_choose.c),
+    but on the depth each instance's cache holds now rather than on what
+    the module's index remembers: the deepest holder of at least "match"
+    per cent of the prefix, among those within the cap on requests and
+    the bound on work in flight (F x the mean, the request included, plus a
+    cold request's work for a match); else the least work within the
+    bounds; else the least work.  Work is the uncached prefill plus a
+    decode share of 128 tokens and a quarter of the prompt, in tokens.
+
+    What it measures: the hit rate and TTFT that prefix_aware's policy
+    would reach if its index were exact, in front of the same separate
+    caches: the gap to pa_v2 is the index's knowledge, the gap to the
+    pooled bound is the partitioning of the cache."""
+
+    def __init__(self, insts, args):
+        self.insts = insts
+        self.model = getattr(args, "front_model", "exact")
+        self.stamps = {}                       # block -> {instance: stamp}
+        self.counter = [0] * len(insts)        # blocks recorded per instance
+        self.held = [0] * len(insts)           # blocks of requests running
+        self.threshold = args.front_threshold
+        self.balance = args.front_balance
+        self.match = args.front_match
+        self.length = args.front_length        # tokens indexed
+        self.work = [0] * len(insts)
+        self.inflight = [0] * len(insts)
+        self.placed = collections.Counter()
+
+    def decode(self, total):
+        return 128 + total // 4
+
+    def cost(self, total, depth):
+        return max(0, total - depth * BLOCK_TOKENS) + self.decode(total)
+
+    def within(self, i, cost, slack):
+        n = len(self.insts)
+        if self.threshold and self.inflight[i] >= self.threshold:
+            return False
+        if self.balance <= 0 or self.work[i] == 0:
+            return True
+        return (self.work[i] * n
+                <= self.balance * (sum(self.work) + cost) + slack * n)
+
+    def cold_within(self, i):
+        n = len(self.insts)
+        if self.balance <= 0:
+            return True
+        return self.inflight[i] * n < self.balance * (sum(self.inflight) + 1) + n
+
+    def choose(self, data):
+        hashes = block_hashes(data)
+        total = num_tokens(len(data))
+        units = min(total, self.length)
+        limit = min(len(hashes), self.length // BLOCK_TOKENS)
+        if self.model == "exact":
+            depth = [inst.cache.lookup(hashes, limit) for inst in self.insts]
+        else:
+            depth = [self.remembered(i, hashes, limit)
+                     for i in range(len(self.insts))]
+        slack = self.cost(self.length, 0)
+        n = len(self.insts)
+        best = None
+        over = False
+        for i in range(n):
+            d = depth[i]
+            if d == 0 or d * BLOCK_TOKENS * 100 < self.match * units:
+                continue
+            c = self.cost(total, d)
+            if not self.within(i, c, slack):
+                over = True
+                continue
+            k = (-d, self.work[i] + c, i)
+            if best is None or k < best[0]:
+                best = (k, i, c)
+        if best is not None:
+            kind = "match"
+        else:
+            least = None
+            for i in range(n):
+                c = self.cost(total, depth[i])
+                k = (self.work[i] + c, i)
+                if self.within(i, c, 0) and self.cold_within(i):
+                    if best is None or k < best[0]:
+                        best = (k, i, c)
+                if least is None or k < least[0]:
+                    least = (k, i, c)
+            kind = ("spill" if over else "cold") if best is not None \
+                else "least"
+            if best is None:
+                best = least
+        _, i, c = best
+        self.placed[kind] += 1
+        return i, c, kind, depth[i]
+
+    # the index's model of an instance's cache (src/pa_index.c), for
+    # --front-model lru and held: a block is held while fewer than the
+    # cache's blocks were recorded for its instance since it was last
+    # recorded there ("lru", as the module); "held" takes the blocks of the
+    # instance's running requests (prompt and max_tokens, as the engine
+    # reserves them) off that capacity
+
+    def capacity(self, i):
+        cap = self.insts[i].cache.capacity
+        if self.model == "held":
+            cap = max(cap - self.held[i], cap // 8)
+        return cap
+
+    def remembered(self, i, hashes, limit):
+        cap = self.capacity(i)
+        now = self.counter[i]
+        n = 0
+        for h in hashes[:limit]:
+            st = self.stamps.get(h)
+            if st is None or i not in st or now - st[i] > cap:
+                break
+            n += 1
+        return n
+
+    def record(self, i, data, depth, max_tokens):
+        hashes = block_hashes(data)
+        total = -(-num_tokens(len(data)) // BLOCK_TOKENS)
+        self.counter[i] += max(0, total - depth)
+        now = self.counter[i]
+        for h in hashes:
+            self.stamps.setdefault(h, {})[i] = now
+        held = total + -(-max_tokens // BLOCK_TOKENS)
+        self.held[i] += held
+        return held
+
+
+def make_front(insts, apps, args):
+    """An HTTP front that routes like Oracle and serves through the chosen
+    instance's own handler (no second hop)."""
+    oracle = Oracle(insts, args)
+
+    async def ping(request):
+        return web.Response(text="", headers={"X-Instance": "oracle"})
+
+    async def placed(request):
+        return web.json_response(dict(oracle.placed))
+
+    async def generate(request):
+        body = await request.read()
+        try:
+            data, max_tokens = parse_prompt(request.path, body)[:2]
+        except (ValueError, TypeError):
+            data, max_tokens = body, 128
+        i, c, kind, depth = oracle.choose(data)
+        oracle.work[i] += c
+        oracle.inflight[i] += 1
+        held = oracle.record(i, data, depth, max_tokens)
+        try:
+            resp = await apps[i]["generate"](request)
+        finally:
+            oracle.work[i] -= c
+            oracle.inflight[i] -= 1
+            oracle.held[i] -= held
+        return resp
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_get("/ping", ping)
+    app.router.add_get("/oracle/placed", placed)
+    app.router.add_post("/v1/chat/completions", generate)
+    app.router.add_post("/v1/completions", generate)
+    app.router.add_post("/invocations", generate)
     return app
 
 
@@ -825,9 +1008,11 @@ async def amain(args):
     for inst, ids in zip(insts, served):
         inst.models = ids
     pool = insts[0].cache if args.pooled and insts else None
+    apps = []
     for inst in insts:
         port = inst.port
         app = make_app(inst, args)
+        apps.append(app)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, args.host, port, backlog=1024,
@@ -835,6 +1020,14 @@ async def amain(args):
         await site.start()
         runners.append(runner)
         tasks.append(asyncio.ensure_future(inst.run()))
+    if args.front:
+        runner = web.AppRunner(make_front(insts, apps, args), access_log=None,
+                               handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, args.host, args.front, backlog=1024,
+                           reuse_address=True)
+        await site.start()
+        runners.append(runner)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for s in (signal.SIGTERM, signal.SIGINT):
@@ -883,6 +1076,25 @@ def main(argv=None):
                          "(\"a,b;b,c\"); a request naming another model is "
                          "answered 404, and GET /v1/models lists them "
                          "(default: any model is accepted)")
+    ap.add_argument("--front", type=int, default=0,
+                    help="also serve on this port a router with exact "
+                         "knowledge of every instance's cache (the oracle: "
+                         "prefix_aware's policy on exact depths)")
+    ap.add_argument("--front-threshold", type=int, default=10,
+                    help="the oracle's cap on requests in flight (0: none)")
+    ap.add_argument("--front-balance", type=float, default=1.25,
+                    help="the oracle's bound F on work in flight (0: none)")
+    ap.add_argument("--front-match", type=int, default=60,
+                    help="per cent of the prefix a match must hold")
+    ap.add_argument("--front-model", default="exact",
+                    choices=("exact", "lru", "held"),
+                    help="the depths the oracle routes on: what the caches "
+                         "hold (exact), or a model of them as the module's "
+                         "index keeps (lru), less the blocks running "
+                         "requests reserve (held)")
+    ap.add_argument("--front-length", type=int, default=8192,
+                    help="tokens of the prefix the oracle matches "
+                         "(prefix_aware's 32768 characters)")
     ap.add_argument("--max-seconds", type=float, default=0,
                     help="exit after this many wall seconds (0: never)")
     args = ap.parse_args(argv)
