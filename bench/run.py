@@ -75,7 +75,7 @@ LABELS = {
     "haproxy_hash": "HAProxy hash req.body,bytes(0,4096) bf150",
     "prefix_aware": "nginx + prefix_aware index=off",
     "pooled": "pooled bound: least_conn, one shared cache",
-    "oracle": "oracle: prefix_aware's choice on exact cache depths",
+    "oracle": "oracle: prefix_aware's choice on the caches' own depths",
     "ideal": "ideal (one LRU of all caches, offline)",
 }
 
@@ -510,8 +510,11 @@ def label(strategy):
     if "@" in strategy and is_pa(strategy):
         return "nginx + prefix_aware " + strategy.split("@", 1)[1]
     if "@" in strategy and is_oracle(strategy):
-        return "%s, %s" % (LABELS["oracle"],
-                           strategy.split("@", 1)[1].replace("+", " "))
+        params = strategy.split("@", 1)[1]
+        if "model=" in params and "model=exact" not in params:
+            return "oracle: prefix_aware's choice on a model of the caches " \
+                   "(%s)" % params.replace("+", " ")
+        return "%s (%s)" % (LABELS["oracle"], params.replace("+", " "))
     return LABELS.get(strategy, strategy)
 
 

@@ -798,15 +798,20 @@ def make_app(inst, args):
             inst.abort(seq)
             raise
 
-    app = web.Application(client_max_size=64 * 1024 * 1024)
-    app.router.add_get("/ping", ping)
+    app = serving_app(ping, generate)
     app.router.add_get("/health", ping)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/admin/reset", reset)
-    app.router.add_post("/v1/chat/completions", generate)
-    app.router.add_post("/v1/completions", generate)
-    app.router.add_post("/invocations", generate)
+    return app
+
+
+def serving_app(ping, generate):
+    """An application with /ping and the three generation endpoints."""
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_get("/ping", ping)
+    for path in ("/v1/chat/completions", "/v1/completions", "/invocations"):
+        app.router.add_post(path, generate)
     app["generate"] = generate
     return app
 
@@ -842,7 +847,6 @@ class Oracle:
         self.length = args.front_length        # tokens indexed
         self.work = [0] * len(insts)
         self.inflight = [0] * len(insts)
-        self.placed = collections.Counter()
 
     def decode(self, total):
         return 128 + total // 4
@@ -907,7 +911,6 @@ class Oracle:
             if best is None:
                 best = least
         _, i, c = best
-        self.placed[kind] += 1
         return i, c, kind, depth[i]
 
     # the index's model of an instance's cache (src/pa_index.c), for
@@ -954,9 +957,6 @@ def make_front(insts, apps, args):
     async def ping(request):
         return web.Response(text="", headers={"X-Instance": "oracle"})
 
-    async def placed(request):
-        return web.json_response(dict(oracle.placed))
-
     async def generate(request):
         body = await request.read()
         try:
@@ -975,13 +975,7 @@ def make_front(insts, apps, args):
             oracle.held[i] -= held
         return resp
 
-    app = web.Application(client_max_size=64 * 1024 * 1024)
-    app.router.add_get("/ping", ping)
-    app.router.add_get("/oracle/placed", placed)
-    app.router.add_post("/v1/chat/completions", generate)
-    app.router.add_post("/v1/completions", generate)
-    app.router.add_post("/invocations", generate)
-    return app
+    return serving_app(ping, generate)
 
 
 def make_instances(names, ports, args):
