@@ -140,14 +140,11 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
         } else if (s.len == 5 && ngx_strncmp(s.data, "least", 5) == 0) {
             pacf->cold = PA_COLD_LEAST;
 
-        } else if (s.len == 4 && ngx_strncmp(s.data, "auto", 4) == 0) {
-            pacf->cold = PA_COLD_AUTO;
-
         } else {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid \"cold\" value \"%V\" in "
-                               "\"prefix_aware\", it must be \"ring\", "
-                               "\"least\" or \"auto\"", &s);
+                               "\"prefix_aware\", it must be \"ring\" "
+                               "or \"least\"", &s);
             return NGX_ERROR;
         }
 
@@ -476,9 +473,6 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
     in.decode = NGX_HTTP_PREFIX_AWARE_DECODE
                 + pd->total_units * NGX_HTTP_PREFIX_AWARE_ACTIVE / 100;
     in.block_units = (uint32_t) pacf->block;
-    in.key_blocks = (uint32_t) ngx_min(pd->nblocks,
-                        ngx_max(NGX_HTTP_PREFIX_AWARE_RING_LENGTH
-                                / pacf->block, 1));
     in.nfound = nfound;
     in.depth = pacf->depth;
     in.found = pacf->found;

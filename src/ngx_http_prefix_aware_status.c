@@ -661,7 +661,7 @@ ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
         "        \"depth\": { \"buckets\": [",
         c->index_size, c->block, c->balance / 100, c->balance % 100,
         c->capacity,
-        pa_cold_name(c->cold), c->match,
+        c->cold == PA_COLD_RING ? "ring" : "least", c->match,
         st.capacity, st.entries_used, st.evictions, st.recorded,
         up->placed[PA_CHOICE_MATCH], up->placed[PA_CHOICE_COLD],
         up->placed[PA_CHOICE_SPILL], up->placed[PA_CHOICE_LEAST]);

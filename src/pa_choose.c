@@ -43,7 +43,7 @@ static uint64_t pa_choose_mix(uint64_t z);
 int
 pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
 {
-    int               over, shared;
+    int               over;
     uint32_t          i, k, s, nseen;
     uint64_t          tw, tweight, tin;
     pa_cand_t         c, best, least;
@@ -69,7 +69,6 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
     memset(&best, 0, sizeof(pa_cand_t));
     memset(&least, 0, sizeof(pa_cand_t));
     over = 0;
-    shared = 0;
 
     /* the servers that hold a part of the prefix: the deepest in bounds */
 
@@ -78,10 +77,6 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
 
         if (s >= in->nservers || in->depth[s] == 0) {
             continue;
-        }
-
-        if (in->key_blocks && in->depth[s] >= in->key_blocks) {
-            shared = 1;
         }
 
         /*
@@ -120,18 +115,12 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
      * cold, or every holder is over a bound: option A walks the ring from
      * the key's point to the first server within the bounds, so that
      * independent balancers agree and a new prefix has a stable home;
-     * option B takes the least work within the bounds.  "auto" takes B
-     * where a server holds all the blocks of the ring key: the key is
-     * then a prefix shared by a group of requests (one system prompt for
-     * a tenant's users), whose walks would all start at one home; and A
-     * where nobody does, so that a file or a document forgotten by the
-     * index goes back to its home
+     * option B takes the least work within the bounds
      */
 
     ring = in->ring;
 
-    if ((in->cold == PA_COLD_RING || (in->cold == PA_COLD_AUTO && !shared))
-        && ring != NULL && ring->npoints > 0
+    if (in->cold == PA_COLD_RING && ring != NULL && ring->npoints > 0
         && ring->nservers == in->nservers)
     {
         memset(in->seen, 0, (in->nservers + 7) / 8);
@@ -238,25 +227,6 @@ pa_choice_name(pa_choice_e kind)
 
     case PA_CHOICE_LEAST:
         return "least";
-    }
-
-    return "unknown";
-}
-
-
-const char *
-pa_cold_name(pa_cold_e cold)
-{
-    switch (cold) {
-
-    case PA_COLD_RING:
-        return "ring";
-
-    case PA_COLD_LEAST:
-        return "least";
-
-    case PA_COLD_AUTO:
-        return "auto";
     }
 
     return "unknown";

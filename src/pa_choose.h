@@ -7,9 +7,7 @@
  * cap on requests in flight and a relative bound on work in flight, as
  * in consistent hashing with bounded loads but counting work.  A cold
  * prefix goes to its ring home (or the next within bounds) or to the
- * server with the least work, or to the least work only where its ring
- * key is a prefix some server holds (shared by a group of requests, as a
- * system prompt), else to the ring.  Plain C, no nginx headers.
+ * server with the least work.  Plain C, no nginx headers.
  *
  * Work is an estimate in units (bytes or characters): a request counts
  * its uncached prefill, the prefix units past the blocks matched on the
@@ -38,9 +36,7 @@ typedef enum {
 
 typedef enum {
     PA_COLD_RING = 0,             /* the ring walk within the bounds */
-    PA_COLD_LEAST,                /* the least work within the bounds */
-    PA_COLD_AUTO                  /* the least work if a server holds the
-                                     ring key's blocks, else the ring */
+    PA_COLD_LEAST                 /* the least work within the bounds */
 } pa_cold_e;
 
 
@@ -65,7 +61,6 @@ typedef struct {
     uint64_t            total_units;  /* its prompt's, 0: "units" */
     uint64_t            decode;       /* work counted past the prefill */
     uint32_t            block_units;
-    uint32_t            key_blocks;   /* the blocks "key" stands for */
     uint32_t            nfound;       /* servers in "found" */
     const uint32_t     *depth;        /* per server, pa_index_match() */
     const uint32_t     *found;        /* the servers of depth > 0 */
@@ -111,7 +106,6 @@ uint64_t pa_choose_cost(uint64_t units, uint32_t depth,
     uint32_t block_units, uint64_t decode);
 
 const char *pa_choice_name(pa_choice_e kind);
-const char *pa_cold_name(pa_cold_e cold);
 
 
 #endif /* _PA_CHOOSE_H_INCLUDED_ */

@@ -4,8 +4,7 @@
  *
  * Unit tests of src/pa_choose.c: the work estimate, the deepest match,
  * its ties, the absolute and the relative bound, cold placement on the
- * ring (option A), by least work (option B) and by least work only where
- * the ring key is held ("auto"), spill, least loaded,
+ * ring (option A) and by least work (option B), spill, least loaded,
  * weights and nothing usable.
  */
 
@@ -41,7 +40,6 @@ static void test_match(void);
 static void test_bounds(void);
 static void test_cold_ring(void);
 static void test_cold_least(void);
-static void test_cold_auto(void);
 static uint32_t cold_home(pa_choose_in_t *in, cluster_t *cl,
     uint32_t *depth, uint32_t *found);
 static void test_cold_ceiling(void);
@@ -410,74 +408,6 @@ test_cold_least(void)
 
 
 /*
- * "auto": the ring where nobody holds the blocks the ring key stands for,
- * the least work where a server does (a prefix shared by a group)
- */
-
-static void
-test_cold_auto(void)
-{
-    uint32_t        i, home, other, least, depth[NSRV], found[NSRV];
-    cluster_t       cl;
-    pa_choice_t     ch;
-    pa_choose_in_t  in;
-
-    setup(&in, &cl, depth, found);
-    in.match = 60;
-    in.key_blocks = 4;
-
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_COLD);
-    home = ch.server;
-
-    in.cold = PA_COLD_AUTO;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == home);
-
-    /* a server holds 4 of 10 blocks, the ring key's: under "match" */
-    other = (home + 1) % NSRV;
-    least = (home + 2) % NSRV;
-
-    for (i = 0; i < NSRV; i++) {
-        cl.work[i] = 5000;
-    }
-
-    cl.work[home] = 1000;
-    cl.work[other] = 1000;
-    cl.work[least] = 1200;
-    depth[other] = 4;
-    set_found(&in, depth, found);
-
-    /* the least work after the request: the holder's 600 units of cost */
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == other && ch.depth == 4);
-
-    cl.work[other] = 1700;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == home);
-
-    cl.work[home] = 5000;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == least);
-
-    /* fewer blocks than the key's: the key is the request's own, the ring */
-    depth[other] = 3;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == home);
-
-    /* "ring" walks from the home whoever holds the key */
-    depth[other] = 4;
-    in.cold = PA_COLD_RING;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == home);
-
-    CHECK(strcmp(pa_cold_name(PA_COLD_AUTO), "auto") == 0);
-    CHECK(strcmp(pa_cold_name(PA_COLD_RING), "ring") == 0);
-    CHECK(strcmp(pa_cold_name(PA_COLD_LEAST), "least") == 0);
-}
-
-
-/*
  * an idle cluster with balance=1.25 and a work bound's slack too wide to
  * bind a match; returns the ring home of the request's key, placed cold
  */
@@ -728,7 +658,6 @@ main(void)
     test_bounds();
     test_cold_ring();
     test_cold_least();
-    test_cold_auto();
     test_cold_ceiling();
     test_cold_strict();
     test_least();
