@@ -832,8 +832,11 @@ class Oracle:
 
     What it measures: the hit rate and TTFT that prefix_aware's policy
     would reach if its index were exact, in front of the same separate
-    caches: the gap to pa_v2 is the index's knowledge, the gap to the
-    pooled bound is the partitioning of the cache."""
+    caches.  The gap to pa_v2 is the index's knowledge and the placement
+    of cold requests (the least work here, the ring in the module's
+    default); "--front-model lru" takes the knowledge out of it.  The gap
+    to the pooled bound is the choice and the partitioning of the
+    cache."""
 
     def __init__(self, insts, args):
         self.insts = insts
