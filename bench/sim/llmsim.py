@@ -872,8 +872,9 @@ class Oracle:
             return True
         return self.inflight[i] * n < self.balance * (sum(self.inflight) + 1) + n
 
-    def choose(self, data):
-        hashes = block_hashes(data)
+    def choose(self, data, hashes=None):
+        if hashes is None:
+            hashes = block_hashes(data)
         total = num_tokens(len(data))
         units = min(total, self.length)
         limit = min(len(hashes), self.length // BLOCK_TOKENS)
@@ -940,8 +941,9 @@ class Oracle:
             n += 1
         return n
 
-    def record(self, i, data, depth, max_tokens):
-        hashes = block_hashes(data)
+    def record(self, i, data, depth, max_tokens, hashes=None):
+        if hashes is None:
+            hashes = block_hashes(data)
         total = -(-num_tokens(len(data)) // BLOCK_TOKENS)
         self.counter[i] += max(0, total - depth)
         now = self.counter[i]
@@ -966,10 +968,11 @@ def make_front(insts, apps, args):
             data, max_tokens = parse_prompt(request.path, body)[:2]
         except (ValueError, TypeError):
             data, max_tokens = body, 128
-        i, c, kind, depth = oracle.choose(data)
+        hashes = block_hashes(data)
+        i, c, kind, depth = oracle.choose(data, hashes)
         oracle.work[i] += c
         oracle.inflight[i] += 1
-        held = oracle.record(i, data, depth, max_tokens)
+        held = oracle.record(i, data, depth, max_tokens, hashes)
         try:
             resp = await apps[i]["generate"](request)
         finally:
@@ -988,6 +991,15 @@ def make_instances(names, ports, args):
             if getattr(args, "pooled", False) else None)
     return [Instance(name, port, args, cache=pool)
             for name, port in zip(names, ports)]
+
+
+async def serve(app, host, port):
+    """Listen with app on host:port; -> its runner, for cleanup."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
+    await site.start()
+    return runner
 
 
 async def amain(args):
@@ -1010,21 +1022,11 @@ async def amain(args):
         port = inst.port
         app = make_app(inst, args)
         apps.append(app)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, args.host, port, backlog=1024,
-                           reuse_address=True)
-        await site.start()
-        runners.append(runner)
+        runners.append(await serve(app, args.host, port))
         tasks.append(asyncio.ensure_future(inst.run()))
     if args.front:
-        runner = web.AppRunner(make_front(insts, apps, args), access_log=None,
-                               handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, args.host, args.front, backlog=1024,
-                           reuse_address=True)
-        await site.start()
-        runners.append(runner)
+        runners.append(await serve(make_front(insts, apps, args), args.host,
+                                   args.front))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for s in (signal.SIGTERM, signal.SIGINT):
