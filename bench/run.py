@@ -336,8 +336,10 @@ POOLED = {"pooled"}
 # module's choice on the depths the caches hold, not on what an index
 # remembers
 ORACLE = {"oracle"}
-ORACLE_PARAMS = ("threshold", "balance", "match", "length", "model")
+ORACLE_PARAMS = ("threshold", "balance", "match", "length", "model",
+                 "choice")
 ORACLE_MODELS = ("exact", "lru", "held")
+ORACLE_CHOICES = ("module", "ttft")
 
 
 def is_oracle(strategy):
@@ -346,8 +348,8 @@ def is_oracle(strategy):
 
 def oracle_args(strategy, opts):
     """llmsim.py --front-* for "oracle" or "oracle@k=v+k=v" (threshold,
-    balance, match, length; model=exact|lru|held): -> list of arguments;
-    ValueError if bad."""
+    balance, match, length; model=exact|lru|held; choice=module|ttft):
+    -> list of arguments; ValueError if bad."""
     params = {"threshold": str(opts.pa_threshold)}
     if "@" in strategy:
         for kv in strategy.split("@", 1)[1].split("+"):
@@ -359,6 +361,10 @@ def oracle_args(strategy, opts):
                 if v not in ORACLE_MODELS:
                     raise ValueError("%s: model is one of %s"
                                      % (strategy, ", ".join(ORACLE_MODELS)))
+            elif k == "choice":
+                if v not in ORACLE_CHOICES:
+                    raise ValueError("%s: choice is one of %s"
+                                     % (strategy, ", ".join(ORACLE_CHOICES)))
             else:
                 float(v)
             params[k] = v
@@ -511,6 +517,10 @@ def label(strategy):
         return "nginx + prefix_aware " + strategy.split("@", 1)[1]
     if "@" in strategy and is_oracle(strategy):
         params = strategy.split("@", 1)[1]
+        if "choice=ttft" in params:
+            return "oracle: the soonest expected first token on the " \
+                   "caches' own depths and queues (%s)" \
+                   % params.replace("+", " ")
         if "model=" in params and "model=exact" not in params:
             return "oracle: prefix_aware's choice on a model of the caches " \
                    "(%s)" % params.replace("+", " ")

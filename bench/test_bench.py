@@ -290,6 +290,27 @@ class TestOracle(unittest.TestCase):
         o.held[1] = 10 ** 6                          # never below an eighth
         self.assertEqual(o.capacity(1), 32)
 
+    def test_soonest_first_token(self):
+        class T(self.OArgs):
+            front_choice = "ttft"
+        insts = llmsim.make_instances(list("abc"), [1, 2, 3], T())
+        o = llmsim.Oracle(insts, T())
+        doc = b"d" * 64 * 40
+        self._cached(insts[1], doc)
+        # idle: where 40 of the 41 blocks are cached
+        i, _, kind, depth = o.choose(doc + b"q")
+        self.assertEqual((i, kind, depth), (1, "match", 40))
+        self.assertLess(o.expected_ttft(insts[1], 641, 40),
+                        o.expected_ttft(insts[0], 641, 0))
+        # b has a long prompt waiting: its cached doc is not worth the wait
+        insts[1].submit(b"w" * 4 * 60000, 1)
+        i, _, kind, depth = o.choose(doc + b"q")
+        self.assertEqual((i, kind, depth), (0, "cold", 0))
+        # nothing cached anywhere: the least queued, the lower index on ties
+        self.assertEqual(o.choose(b"z" * 64 * 8)[:1], (0,))
+        insts[0].submit(b"v" * 4 * 1000, 1)
+        self.assertEqual(o.choose(b"z" * 64 * 8)[:1], (2,))
+
     def test_strategy_parameters(self):
         import run
         o = Opts()
@@ -302,8 +323,10 @@ class TestOracle(unittest.TestCase):
         self.assertFalse(run.is_oracle("pa_v2"))
         self.assertEqual(run.oracle_args("oracle@model=held", o),
                          ["--front-threshold", "10", "--front-model", "held"])
+        self.assertEqual(run.oracle_args("oracle@choice=ttft", o),
+                         ["--front-threshold", "10", "--front-choice", "ttft"])
         for bad in ("oracle@cold=ring", "oracle@balance=", "oracle@match=x",
-                    "oracle@model=x"):
+                    "oracle@model=x", "oracle@choice=x"):
             with self.assertRaises(ValueError):
                 run.oracle_args(bad, o)
 

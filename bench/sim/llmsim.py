@@ -850,6 +850,7 @@ class Oracle:
         self.length = args.front_length        # tokens indexed
         self.work = [0] * len(insts)
         self.inflight = [0] * len(insts)
+        self.choice = getattr(args, "front_choice", "module")
 
     def decode(self, total):
         return 128 + total // 4
@@ -872,9 +873,59 @@ class Oracle:
             return True
         return self.inflight[i] * n < self.balance * (sum(self.inflight) + 1) + n
 
+    def expected_ttft(self, inst, prompt_len, depth):
+        """Model seconds until a request of prompt_len tokens, depth blocks
+        of it cached, would sample its first token on inst if it arrived
+        now: the prefill of what is queued before it (the running
+        requests' rest, the waiting ones' uncached part) and its own, in
+        steps of the instance's token budget less its decoders, each step
+        as long as the roofline says (Instance.step_time)."""
+        c = inst.cache
+        queued = 0
+        decoders = 0
+        kv_read = 0
+        for seq in inst.running:
+            if seq.computed < seq.prompt_len:
+                queued += seq.prompt_len - seq.computed
+            else:
+                decoders += 1
+                kv_read += seq.prompt_len + seq.generated
+        for seq in inst.waiting:
+            limit = (seq.prompt_len - 1) // BLOCK_TOKENS
+            queued += seq.prompt_len - c.lookup(seq.hashes, limit) \
+                * BLOCK_TOKENS
+        tokens = queued + max(1, prompt_len - depth * BLOCK_TOKENS)
+        per_step = max(1, inst.args.max_batched_tokens - decoders)
+        steps = -(-tokens // per_step)
+        rate = GPU["peak_flops"] * GPU["mfu"]
+        compute = (2.0 * MODEL["params"] * (tokens + steps * decoders)
+                   / rate)
+        memory = steps * ((MODEL["weight_bytes"]
+                           + kv_read * MODEL["kv_bytes_per_token"])
+                          / (GPU["bandwidth"] * GPU["bw_eff"]))
+        return max(compute, memory) + steps * GPU["step_overhead"]
+
+    def choose_ttft(self, data, hashes):
+        """--front-choice ttft: the instance where this request's first
+        token is expected soonest on the caches' own depths and queues (a
+        greedy, per-request best with exact knowledge; ties: the deeper
+        match, then the lower index)."""
+        total = num_tokens(len(data))
+        limit = (total - 1) // BLOCK_TOKENS
+        best = None
+        for i, inst in enumerate(self.insts):
+            d = inst.cache.lookup(hashes, limit)
+            k = (self.expected_ttft(inst, total, d), -d, i)
+            if best is None or k < best[0]:
+                best = (k, i, d)
+        _, i, d = best
+        return i, self.cost(total, d), ("match" if d else "cold"), d
+
     def choose(self, data, hashes=None):
         if hashes is None:
             hashes = block_hashes(data)
+        if self.choice == "ttft":
+            return self.choose_ttft(data, hashes)
         total = num_tokens(len(data))
         units = min(total, self.length)
         limit = min(len(hashes), self.length // BLOCK_TOKENS)
@@ -1091,6 +1142,12 @@ def main(argv=None):
                          "hold (exact), or a model of them as the module's "
                          "index keeps (lru), less the blocks running "
                          "requests reserve (held)")
+    ap.add_argument("--front-choice", default="module",
+                    choices=("module", "ttft"),
+                    help="the oracle's choice: prefix_aware's (module), or "
+                         "the instance where the request's first token is "
+                         "expected soonest, from the caches' depths and "
+                         "the queues (ttft)")
     ap.add_argument("--front-length", type=int, default=8192,
                     help="tokens of the prefix the oracle matches "
                          "(prefix_aware's 32768 characters)")
