@@ -337,9 +337,10 @@ POOLED = {"pooled"}
 # remembers
 ORACLE = {"oracle"}
 ORACLE_PARAMS = ("threshold", "balance", "match", "length", "model",
-                 "choice")
+                 "choice", "work")
 ORACLE_MODELS = ("exact", "lru", "held")
 ORACLE_CHOICES = ("module", "ttft")
+ORACLE_WORK = ("count", "first")
 
 
 def is_oracle(strategy):
@@ -348,8 +349,8 @@ def is_oracle(strategy):
 
 def oracle_args(strategy, opts):
     """llmsim.py --front-* for "oracle" or "oracle@k=v+k=v" (threshold,
-    balance, match, length; model=exact|lru|held; choice=module|ttft):
-    -> list of arguments; ValueError if bad."""
+    balance, match, length; model=exact|lru|held; choice=module|ttft;
+    work=count|first): -> list of arguments; ValueError if bad."""
     params = {"threshold": str(opts.pa_threshold)}
     if "@" in strategy:
         for kv in strategy.split("@", 1)[1].split("+"):
@@ -365,6 +366,10 @@ def oracle_args(strategy, opts):
                 if v not in ORACLE_CHOICES:
                     raise ValueError("%s: choice is one of %s"
                                      % (strategy, ", ".join(ORACLE_CHOICES)))
+            elif k == "work":
+                if v not in ORACLE_WORK:
+                    raise ValueError("%s: work is one of %s"
+                                     % (strategy, ", ".join(ORACLE_WORK)))
             else:
                 float(v)
             params[k] = v

@@ -311,6 +311,28 @@ class TestOracle(unittest.TestCase):
         insts[0].submit(b"v" * 4 * 1000, 1)
         self.assertEqual(o.choose(b"z" * 64 * 8)[:1], (2,))
 
+    def test_work_until_first_token(self):
+        class W(self.OArgs):
+            front_work = "first"
+        insts = llmsim.make_instances(list("ab"), [1, 2], W())
+        o = llmsim.Oracle(insts, W())
+        doc = b"d" * 64 * 40                            # 640 tokens
+        self._cached(insts[1], doc)
+        self.assertEqual(o.live_work(insts[0]), 0)
+        # waiting: its uncached prefill (640 or 16 tokens) and its decode
+        # share (128 + a quarter of the prompt)
+        insts[0].submit(doc + b"q" * 64, 1)
+        seq = insts[1].submit(doc + b"q" * 64, 1)
+        self.assertEqual(o.live_work(insts[0]), 656 + 128 + 164)
+        self.assertEqual(o.live_work(insts[1]), 16 + 128 + 164)
+        # its first token sampled: the decode share only, until it ends
+        seq.t_first = 1.0
+        self.assertEqual(o.live_work(insts[1]), 128 + 164)
+        seq.done = True
+        self.assertEqual(o.live_work(insts[1]), 0)
+        o.choose(doc + b"z")
+        self.assertEqual(o.work, [656 + 128 + 164, 0])
+
     def test_strategy_parameters(self):
         import run
         o = Opts()
@@ -325,8 +347,10 @@ class TestOracle(unittest.TestCase):
                          ["--front-threshold", "10", "--front-model", "held"])
         self.assertEqual(run.oracle_args("oracle@choice=ttft", o),
                          ["--front-threshold", "10", "--front-choice", "ttft"])
+        self.assertEqual(run.oracle_args("oracle@work=first", o),
+                         ["--front-threshold", "10", "--front-work", "first"])
         for bad in ("oracle@cold=ring", "oracle@balance=", "oracle@match=x",
-                    "oracle@model=x", "oracle@choice=x"):
+                    "oracle@model=x", "oracle@choice=x", "oracle@work=x"):
             with self.assertRaises(ValueError):
                 run.oracle_args(bad, o)
 

@@ -851,12 +851,33 @@ class Oracle:
         self.work = [0] * len(insts)
         self.inflight = [0] * len(insts)
         self.choice = getattr(args, "front_choice", "module")
+        self.work_model = getattr(args, "front_work", "count")
 
     def decode(self, total):
         return 128 + total // 4
 
     def cost(self, total, depth):
         return max(0, total - depth * BLOCK_TOKENS) + self.decode(total)
+
+    def live_work(self, inst):
+        """--front-work first: the module's count of an instance's work in
+        flight if a request's uncached prefill left it at the request's
+        first token (the first bytes of a streamed response), its decode
+        share at its end."""
+        c = inst.cache
+        w = 0
+        for seq in list(inst.running) + list(inst.waiting):
+            if seq.done:
+                continue
+            w += self.decode(seq.prompt_len)
+            if seq.t_first is None:
+                if seq in inst.waiting:
+                    limit = (seq.prompt_len - 1) // BLOCK_TOKENS
+                    cached = c.lookup(seq.hashes, limit) * BLOCK_TOKENS
+                else:
+                    cached = seq.cached
+                w += max(0, seq.prompt_len - cached)
+        return w
 
     def within(self, i, cost, slack):
         n = len(self.insts)
@@ -926,6 +947,8 @@ class Oracle:
             hashes = block_hashes(data)
         if self.choice == "ttft":
             return self.choose_ttft(data, hashes)
+        if self.work_model == "first":
+            self.work = [self.live_work(inst) for inst in self.insts]
         total = num_tokens(len(data))
         units = min(total, self.length)
         limit = min(len(hashes), self.length // BLOCK_TOKENS)
@@ -1148,6 +1171,13 @@ def main(argv=None):
                          "the instance where the request's first token is "
                          "expected soonest, from the caches' depths and "
                          "the queues (ttft)")
+    ap.add_argument("--front-work", default="count",
+                    choices=("count", "first"),
+                    help="the work in flight the oracle's choice weighs: "
+                         "each request's cost until it ends, as the module "
+                         "counts (count), or its uncached prefill until "
+                         "its first token and its decode share until it "
+                         "ends (first)")
     ap.add_argument("--front-length", type=int, default=8192,
                     help="tokens of the prefix the oracle matches "
                          "(prefix_aware's 32768 characters)")
