@@ -27,6 +27,8 @@ static void ngx_http_prefix_aware_count(ngx_http_prefix_aware_peer_data_t *pd,
     pa_pick_t *pick);
 
 static ngx_int_t ngx_http_prefix_aware_postconf(ngx_conf_t *cf);
+static ngx_int_t ngx_http_prefix_aware_body_filter(ngx_http_request_t *r,
+    ngx_chain_t *in);
 static void *ngx_http_prefix_aware_create_main_conf(ngx_conf_t *cf);
 static void *ngx_http_prefix_aware_create_srv_conf(ngx_conf_t *cf);
 static char *ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -94,6 +96,8 @@ ngx_module_t  ngx_http_prefix_aware_module = {
 
 
 static ngx_uint_t  ngx_http_prefix_aware_rotate;
+
+static ngx_http_output_body_filter_pt  ngx_http_prefix_aware_next_body_filter;
 
 
 static ngx_int_t
@@ -544,6 +548,8 @@ ngx_http_prefix_aware_free_peer(ngx_peer_connection_t *pc, void *data,
 
             pd->cost = 0;
         }
+
+        pd->prefill = 0;
     }
 
     ngx_http_upstream_free_round_robin_peer(pc, data, state);
@@ -562,7 +568,27 @@ ngx_http_prefix_aware_postconf(ngx_conf_t *cf)
         return NGX_OK;
     }
 
+    /* the first bytes of a response take its prefill off the server */
+
+    ngx_http_prefix_aware_next_body_filter = ngx_http_top_body_filter;
+    ngx_http_top_body_filter = ngx_http_prefix_aware_body_filter;
+
     return ngx_http_prefix_aware_zone_add(cf, pamcf);
+}
+
+
+static ngx_int_t
+ngx_http_prefix_aware_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
+{
+    ngx_http_prefix_aware_peer_data_t  *pd;
+
+    pd = ngx_http_get_module_ctx(r, ngx_http_prefix_aware_module);
+
+    if (pd != NULL && pd->prefill) {
+        ngx_http_prefix_aware_index_first_byte(pd, in);
+    }
+
+    return ngx_http_prefix_aware_next_body_filter(r, in);
 }
 
 
@@ -640,6 +666,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->capacity = 262144;
     pacf->cold = PA_COLD_RING;
     pacf->match = 60;
+    pacf->prefill_end = 0;
 
     value = cf->args->elts;
 
@@ -713,6 +740,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                            "invalid parameter \"%V\" in \"prefix_aware\", "
                            "it takes length=, threshold=, format=, index=, "
                            "block=, capacity=, balance=, cold=, match=, "
+                           "prefill=, "
                            "strategy=, strategy_default=, models=, "
                            "models_interval=, model_header= and "
                            "model_fallback=", &value[i]);

@@ -656,7 +656,7 @@ b_v2(unsigned char **bodies)
             printf("| %u | %s | %.0f |\n", cf.nservers,
                    k == 0 ? "totals kept by the caller"
                    : k == 1 ? "totals summed here (a probe per server)"
-                   : "every server at the cap: full ring walk, least work",
+                   : "every server at the cap: 20 on the ring, least work",
                    cf.choose);
         }
 

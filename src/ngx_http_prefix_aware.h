@@ -283,6 +283,7 @@ typedef struct {
     ngx_uint_t                             capacity;  /* tokens a server */
     pa_cold_e                              cold;
     ngx_uint_t                             match;     /* percent */
+    ngx_uint_t                             prefill_end;  /* prefill=end */
     ngx_shm_zone_t                        *index_zone;
     pa_index_t                             index;
 
@@ -337,6 +338,9 @@ typedef struct {
     uint64_t                               units;
     uint64_t                               total_units;
     uint64_t                               cost;
+    uint64_t                               decode;    /* of the cost */
+    uint64_t                               prefill;   /* counted until */
+                                                      /* the first byte */
     uint32_t                               nblocks;
     uint32_t                               depth;
     pa_choice_e                            choice;
@@ -516,6 +520,8 @@ void ngx_http_prefix_aware_index_off(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf, char *why);
 ngx_int_t ngx_http_prefix_aware_index_choose(
     ngx_http_prefix_aware_peer_data_t *pd, pa_pick_t *pick);
+void ngx_http_prefix_aware_index_first_byte(
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_chain_t *in);
 void ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_uint_t server);
 

@@ -151,6 +151,27 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
         return NGX_OK;
     }
 
+    if (ngx_strncmp(value->data, "prefill=", 8) == 0) {
+        s.data = value->data + 8;
+        s.len = value->len - 8;
+
+        if (s.len == 5 && ngx_strncmp(s.data, "first", 5) == 0) {
+            pacf->prefill_end = 0;
+
+        } else if (s.len == 3 && ngx_strncmp(s.data, "end", 3) == 0) {
+            pacf->prefill_end = 1;
+
+        } else {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid \"prefill\" value \"%V\" in "
+                               "\"prefix_aware\", it must be \"first\" "
+                               "or \"end\"", &s);
+            return NGX_ERROR;
+        }
+
+        return NGX_OK;
+    }
+
     return NGX_DECLINED;
 }
 
@@ -519,6 +540,7 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
     pd->choice = ch.kind;
     pd->depth = ch.depth;
     pd->cost = ch.cost;
+    pd->decode = ngx_min(in.decode, ch.cost);
 
     return NGX_OK;
 }
@@ -526,8 +548,10 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
 
 /*
  * the request is on "server": its blocks are held there from now on, so
- * that requests sent together land together, and its work counts there
- * until it ends (ngx_http_prefix_aware_free_peer())
+ * that requests sent together land together, and its work counts there:
+ * its uncached prefill until the first byte of its response body (with
+ * prefill=first, ngx_http_prefix_aware_index_first_byte()), its decode
+ * share until it ends (ngx_http_prefix_aware_free_peer())
  */
 
 void
@@ -549,6 +573,8 @@ ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
                          (uint32_t) ngx_min(size, 0x7fffffff));
 
     ngx_atomic_fetch_add(&s->work, (ngx_atomic_int_t) pd->cost);
+
+    pd->prefill = pacf->prefill_end ? 0 : pd->cost - pd->decode;
 
     if (pacf->works) {
         pd->wcount = &pacf->works[server];
@@ -595,4 +621,46 @@ ngx_http_prefix_aware_index_probe(void *ctx, uint32_t server,
     load->weight = pacf->weights[server];
 
     return rc;
+}
+
+
+/*
+ * the first bytes of the response body: a streamed completion has its
+ * first token, the engine has done the request's prefill, and the server
+ * is busy with it only as long as it decodes.  the prefill leaves the
+ * server's work in flight now; the decode share stays until the request
+ * ends.  a response that is not streamed (or is buffered: proxy_buffering
+ * on sends it on as buffers fill) comes at the end: its prefill counts
+ * until then
+ */
+
+void
+ngx_http_prefix_aware_index_first_byte(ngx_http_prefix_aware_peer_data_t *pd,
+    ngx_chain_t *in)
+{
+    ngx_chain_t  *cl;
+
+    for (cl = in; cl; cl = cl->next) {
+        if (!ngx_buf_special(cl->buf) && ngx_buf_size(cl->buf) > 0) {
+            break;
+        }
+    }
+
+    if (cl == NULL) {
+        return;
+    }
+
+    if (pd->held) {
+        ngx_atomic_fetch_add(&pd->held->work,
+                             - (ngx_atomic_int_t) pd->prefill);
+
+        if (pd->wcount) {
+            ngx_atomic_fetch_add(pd->wcount,
+                                 - (ngx_atomic_int_t) pd->prefill);
+        }
+
+        pd->cost -= pd->prefill;
+    }
+
+    pd->prefill = 0;
 }

@@ -653,16 +653,19 @@ ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
     ngx_http_prefix_aware_printf(w,
         "      \"index\": {\n"
         "        \"size\": %uz, \"block\": %ui, \"balance\": %ui.%02ui, "
-        "\"capacity\": %ui, \"cold\": \"%s\", \"match\": %ui,\n"
+        "\"capacity\": %ui, \"cold\": \"%s\", \"match\": %ui, "
+        "\"prefill\": \"%s\",\n"
         "        \"entries\": %uL, \"used\": %uL, \"evictions\": %uL, "
-        "\"recorded\": %uL,\n"
+        "\"recorded\": %uL, \"busy\": %uL, \"recovered\": %uL,\n"
         "        \"placed\": { \"match\": %uA, \"cold\": %uA, "
         "\"spill\": %uA, \"least\": %uA },\n"
         "        \"depth\": { \"buckets\": [",
         c->index_size, c->block, c->balance / 100, c->balance % 100,
         c->capacity,
         c->cold == PA_COLD_RING ? "ring" : "least", c->match,
-        st.capacity, st.entries_used, st.evictions, st.recorded,
+        c->prefill_end ? "end" : "first",
+        st.capacity, st.entries_used, st.evictions, st.recorded, st.busy,
+        st.recovered,
         up->placed[PA_CHOICE_MATCH], up->placed[PA_CHOICE_COLD],
         up->placed[PA_CHOICE_SPILL], up->placed[PA_CHOICE_LEAST]);
 
@@ -844,6 +847,10 @@ ngx_http_prefix_aware_json_servers(ngx_http_prefix_aware_srv_conf_t *c,
             ngx_http_prefix_aware_printf(w, "%s\"%s\": %uA",
                                          k == PA_ROUTE_AFFINITY ? "" : ", ",
                                          pa_route_name(k), s->route[k]);
+        }
+
+        if (c->index_size) {
+            ngx_http_prefix_aware_printf(w, ", \"work\": %uA", s->work);
         }
 
         ngx_http_prefix_aware_strategy_json_server(c, j, w);

@@ -697,6 +697,9 @@ ngx_http_prefix_aware_init_process(ngx_cycle_t *cycle)
 {
     ngx_http_prefix_aware_main_conf_t  *pamcf;
 
+    /* the owner of the index buckets this worker locks (pa_index.c) */
+    pa_index_set_owner((uint32_t) ngx_pid);
+
     pamcf = ngx_http_cycle_get_module_main_conf(cycle,
                                                 ngx_http_prefix_aware_module);
 

@@ -7,11 +7,12 @@
  * pa_index_region.c.  Plain C, no nginx headers.
  *
  * Layout of the region: the header (128 bytes), one line per server,
- * then buckets of PA_INDEX_BUCKET bytes.  A bucket is a 32-bit sequence
- * number (odd while a writer holds it), 4 unused bytes, then "ways"
- * entries of "entry_size" bytes: a 32-bit tag (the high half of the block
- * hash; the low half picks the bucket), "holders" 32-bit stamps, then
- * "holders" 16-bit server ids, PA_INDEX_NO_SERVER if the slot is empty.
+ * then buckets of PA_INDEX_BUCKET bytes.  A bucket is a 64-bit word, the
+ * sequence number (low 32 bits, odd while a writer holds it) and the
+ * last writer's process id (high 32 bits), then "ways" entries of
+ * "entry_size" bytes: a 32-bit tag (the high half of the block hash; the
+ * low half picks the bucket), "holders" 32-bit stamps, then "holders"
+ * 16-bit server ids, PA_INDEX_NO_SERVER if the slot is empty.
  * Holders are kept most recent first, so empty slots are at the end and
  * an entry is empty if its first slot is.
  */
@@ -20,6 +21,9 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/types.h>
 
 #include "pa_index.h"
 
@@ -29,6 +33,7 @@
 #define PA_INDEX_RETRY     4          /* reads of a bucket being written */
 #define PA_INDEX_AHEAD     32         /* buckets prefetched by a record */
 #define PA_INDEX_WALK      8          /* and by a match, which may stop */
+#define PA_INDEX_AHEAD_MAX (1 << 24)  /* a stamp ahead of its counter */
 
 
 typedef struct {
@@ -42,13 +47,16 @@ typedef struct {
     uint64_t        used;
     uint64_t        busy;
     uint64_t        fresh;
+    uint64_t        recovered;
 } pa_index_count_t;
 
 
 static unsigned char *pa_index_bucket(pa_index_t *idx, uint64_t hash);
 static int pa_index_read(unsigned char *bucket, pa_index_copy_t *c);
-static int pa_index_lock(unsigned char *bucket, uint32_t *seq);
-static void pa_index_unlock(unsigned char *bucket, uint32_t seq,
+static int pa_index_lock(unsigned char *bucket, uint64_t *word,
+    pa_index_count_t *cnt);
+static int pa_index_recover(unsigned char *bucket, uint64_t *word);
+static void pa_index_unlock(unsigned char *bucket, uint64_t word,
     const pa_index_copy_t *c);
 static void pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     uint32_t stamp, pa_index_count_t *cnt);
@@ -58,6 +66,17 @@ static int pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
     int64_t life);
 static inline int64_t pa_index_life(pa_index_t *idx, uint32_t server,
     uint32_t stamp);
+
+
+/* this process's id, the owner of the buckets it writes; 0: unknown */
+static uint32_t  pa_index_owner;
+
+
+void
+pa_index_set_owner(uint32_t pid)
+{
+    pa_index_owner = pid;
+}
 static uint32_t pa_index_get32(const pa_index_copy_t *c, size_t off);
 static uint32_t pa_index_get16(const pa_index_copy_t *c, size_t off);
 static void pa_index_set32(pa_index_copy_t *c, size_t off, uint32_t v);
@@ -156,6 +175,11 @@ pa_index_record_size(pa_index_t *idx, uint32_t server,
 
     if (cnt.busy) {
         (void) __atomic_fetch_add(&hdr->busy, cnt.busy, __ATOMIC_RELAXED);
+    }
+
+    if (cnt.recovered) {
+        (void) __atomic_fetch_add(&hdr->recovered, cnt.recovered,
+                                  __ATOMIC_RELAXED);
     }
 
     if (cnt.fresh) {
@@ -307,14 +331,12 @@ pa_index_read(unsigned char *bucket, pa_index_copy_t *c)
 {
     int        r;
     size_t     i;
-    uint32_t   s1, s2, *seq;
-    uint64_t  *w;
+    uint64_t   s1, s2, *w;
 
-    seq = (uint32_t *) bucket;
     w = (uint64_t *) bucket;
 
     for (r = 0; r < PA_INDEX_RETRY; r++) {
-        s1 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+        s1 = __atomic_load_n(&w[0], __ATOMIC_ACQUIRE);
 
         if (s1 & 1) {
             pa_index_pause();
@@ -327,7 +349,7 @@ pa_index_read(unsigned char *bucket, pa_index_copy_t *c)
 
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
 
-        s2 = __atomic_load_n(seq, __ATOMIC_RELAXED);
+        s2 = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
 
         if (s1 == s2) {
             return 0;
@@ -339,42 +361,106 @@ pa_index_read(unsigned char *bucket, pa_index_copy_t *c)
 
 
 /*
- * a bounded try-lock: a worker that died holding it leaves the bucket
- * skipped by writers and empty to readers, never a hang
+ * a bounded try-lock: the sequence goes odd and the owner becomes this
+ * process in one compare-and-swap.  a bucket still held after the
+ * attempts is skipped, unless its owner is a process that no longer
+ * exists: then it is taken over
  */
 
 static int
-pa_index_lock(unsigned char *bucket, uint32_t *seq)
+pa_index_lock(unsigned char *bucket, uint64_t *word, pa_index_count_t *cnt)
 {
     int        i;
-    uint32_t   s, *p;
+    uint64_t   s, n, *p;
 
-    p = (uint32_t *) bucket;
+    p = (uint64_t *) bucket;
 
     for (i = 0; i < PA_INDEX_SPIN; i++) {
         s = __atomic_load_n(p, __ATOMIC_RELAXED);
 
-        if ((s & 1) == 0
-            && __atomic_compare_exchange_n(p, &s, s + 1, 0,
-                                           __ATOMIC_ACQUIRE,
-                                           __ATOMIC_RELAXED))
-        {
-            /* the odd sequence is seen before any of the new data */
-            __atomic_thread_fence(__ATOMIC_RELEASE);
+        if ((s & 1) == 0) {
+            n = ((uint64_t) pa_index_owner << 32)
+                | (uint32_t) ((uint32_t) s + 1);
 
-            *seq = s;
-            return 0;
+            if (__atomic_compare_exchange_n(p, &s, n, 0, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED))
+            {
+                /* the odd sequence is seen before any of the new data */
+                __atomic_thread_fence(__ATOMIC_RELEASE);
+
+                *word = n;
+                return 0;
+            }
         }
 
         pa_index_pause();
+    }
+
+    if (pa_index_recover(bucket, word) == 0) {
+        cnt->recovered++;
+        return 0;
     }
 
     return -1;
 }
 
 
+/*
+ * a worker that died holding a bucket (killed in its few instructions
+ * of copying) would leave it skipped by writers and empty to readers
+ * until the zone is formatted again.  its owner is known and no longer
+ * exists: the bucket is taken over in one compare-and-swap, so that of
+ * two writers that find it only one does, and emptied, as the dead
+ * writer may have left it half written.  a process id used again by
+ * another process, or one of another user (EPERM), leaves it skipped
+ */
+
+static int
+pa_index_recover(unsigned char *bucket, uint64_t *word)
+{
+    size_t     i;
+    uint32_t   owner;
+    uint64_t   s, n, *p;
+
+    p = (uint64_t *) bucket;
+
+    s = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    owner = (uint32_t) (s >> 32);
+
+    if ((s & 1) == 0 || owner == 0 || pa_index_owner == 0
+        || owner == pa_index_owner || owner > INT32_MAX)
+    {
+        return -1;
+    }
+
+    if (kill((pid_t) owner, 0) == 0 || errno != ESRCH) {
+        return -1;
+    }
+
+    /* still odd: stays held, by this process now */
+    n = ((uint64_t) pa_index_owner << 32) | (uint32_t) ((uint32_t) s + 2);
+
+    if (!__atomic_compare_exchange_n(p, &s, n, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+    {
+        return -1;
+    }
+
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+
+    for (i = 1; i < PA_INDEX_WORDS; i++) {
+        __atomic_store_n(&p[i], UINT64_MAX, __ATOMIC_RELAXED);
+    }
+
+    *word = n;
+
+    return 0;
+}
+
+
 static void
-pa_index_unlock(unsigned char *bucket, uint32_t seq, const pa_index_copy_t *c)
+pa_index_unlock(unsigned char *bucket, uint64_t word,
+    const pa_index_copy_t *c)
 {
     size_t     i;
     uint64_t  *w;
@@ -385,7 +471,11 @@ pa_index_unlock(unsigned char *bucket, uint32_t seq, const pa_index_copy_t *c)
         __atomic_store_n(&w[i], c->w[i], __ATOMIC_RELAXED);
     }
 
-    __atomic_store_n((uint32_t *) bucket, seq + 2, __ATOMIC_RELEASE);
+    /* the sequence even again, the owner kept */
+    __atomic_store_n(&w[0],
+                     (word & 0xffffffff00000000ULL)
+                     | (uint32_t) ((uint32_t) word + 1),
+                     __ATOMIC_RELEASE);
 }
 
 
@@ -395,13 +485,14 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
 {
     size_t           ent, st, sv;
     int64_t          life, least;
-    uint32_t         e, k, h, tag, seq, hit, empty, slot;
+    uint32_t         e, k, h, tag, hit, empty, slot;
+    uint64_t         word;
     unsigned char   *bucket;
     pa_index_copy_t  c;
 
     bucket = pa_index_bucket(idx, hash);
 
-    if (pa_index_lock(bucket, &seq) != 0) {
+    if (pa_index_lock(bucket, &word, cnt) != 0) {
         cnt->busy++;
         return;
     }
@@ -520,7 +611,7 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     pa_index_set16(&c, sv, server);
     pa_index_set32(&c, st, stamp);
 
-    pa_index_unlock(bucket, seq, &c);
+    pa_index_unlock(bucket, word, &c);
 }
 
 
@@ -635,11 +726,15 @@ pa_index_life(pa_index_t *idx, uint32_t server, uint32_t stamp)
                                      __ATOMIC_RELAXED);
     cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
 
-    /* serial-number arithmetic: a stamp just ahead of the counter is new */
+    /*
+     * serial-number arithmetic: a stamp just ahead of the counter is new
+     * (its record's addition not seen yet); one far ahead is at least
+     * 2^31 blocks old, the counter having gone round
+     */
     d = (int32_t) (now - stamp);
 
     if (d <= 0) {
-        return cap;
+        return (d > -PA_INDEX_AHEAD_MAX) ? (int64_t) cap : -1;
     }
 
     if ((uint32_t) d > cap) {

@@ -26,7 +26,7 @@
 
 
 #define PA_INDEX_MAGIC        0x78646961u       /* "aidx" */
-#define PA_INDEX_VERSION      1
+#define PA_INDEX_VERSION      2
 #define PA_INDEX_MAX_SERVERS  1024
 #define PA_INDEX_BUCKET       128               /* two cache lines */
 #define PA_INDEX_NO_SERVER    0xffff
@@ -52,7 +52,8 @@ typedef struct {
     uint64_t        busy;             /* lock not taken: update skipped */
     uint64_t        recorded;         /* blocks recorded */
     uint64_t        fresh;            /* of them, held fresh: not stamped */
-    unsigned char   pad1[64 - 48];
+    uint64_t        recovered;        /* taken over from a dead writer */
+    unsigned char   pad1[64 - 56];
 } pa_index_hdr_t;
 
 
@@ -85,6 +86,7 @@ typedef struct {
     uint64_t        busy;
     uint64_t        recorded;
     uint64_t        fresh;
+    uint64_t        recovered;
 } pa_index_stats_t;
 
 
@@ -114,6 +116,15 @@ int pa_index_attach(pa_index_t *idx, void *region, size_t size,
 
 void pa_index_set_capacity(pa_index_t *idx, uint32_t server,
     uint32_t capacity);
+
+/*
+ * the id of the calling process (its pid, > 0), written beside each
+ * bucket it locks: a bucket left locked by a process that no longer
+ * exists is taken over, and emptied, by the next writer that finds it
+ * so.  call it in each process before it records; without it (0), this
+ * process neither takes over nor can be taken over from
+ */
+void pa_index_set_owner(uint32_t pid);
 
 /* invalidates every holder of "server", as when its id is given anew */
 void pa_index_forget(pa_index_t *idx, uint32_t server);

@@ -170,6 +170,7 @@ pa_index_stats(pa_index_t *idx, pa_index_stats_t *st)
     st->busy = __atomic_load_n(&hdr->busy, __ATOMIC_RELAXED);
     st->recorded = __atomic_load_n(&hdr->recorded, __ATOMIC_RELAXED);
     st->fresh = __atomic_load_n(&hdr->fresh, __ATOMIC_RELAXED);
+    st->recovered = __atomic_load_n(&hdr->recovered, __ATOMIC_RELAXED);
 }
 
 

@@ -152,7 +152,7 @@ invalid "format" value "xml" in "prefix_aware", it must be "auto", "body" or "op
 GET /t
 --- must_die
 --- error_log
-invalid parameter "lenght=4096" in "prefix_aware", it takes length=, threshold=, format=, index=, block=, capacity=, balance=, cold=, match=, strategy=, strategy_default=, models=, models_interval=, model_header= and model_fallback=
+invalid parameter "lenght=4096" in "prefix_aware", it takes length=, threshold=, format=, index=, block=, capacity=, balance=, cold=, match=, prefill=, strategy=, strategy_default=, models=, models_interval=, model_header= and model_fallback=
 
 
 
@@ -589,10 +589,25 @@ GET /t
 invalid "match" value "101" in "prefix_aware", it must be a number from 0 to 100
 
 
+=== TEST 31b: prefill=last is not a moment
+--- http_config
+    upstream up {
+        prefix_aware index=1m prefill=last;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "prefill" value "last" in "prefix_aware", it must be "first" or "end"
+
+
 === TEST 32: every routing v2 parameter at once is accepted, and index=off
 --- http_config
     upstream up {
-        prefix_aware length=1024 index=256k block=16 capacity=1024 balance=1.5 cold=least match=0;
+        prefix_aware length=1024 index=256k block=16 capacity=1024 balance=1.5 cold=least match=0 prefill=end;
         server 127.0.0.1:1985;
     }
     upstream off {

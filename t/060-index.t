@@ -159,6 +159,9 @@ is $json->{upstreams}{v4}{length}, 32768, 'length 32768 by default with index';
 is $json->{upstreams}{v1}{length}, 4096, '... 4096 as given without';
 ok $ix->{used} > 0 && $ix->{used} <= $ix->{entries},
    "the index holds $ix->{used} of $ix->{entries} entries";
+is_deeply [ $ix->{busy}, $ix->{recovered} ], [0, 0],
+   'no update skipped on a busy bucket, none taken over from a dead writer'
+   or diag explain $ix;
 is_deeply [ map { $_->{inflight} } @{ $json->{upstreams}{v2}{servers} } ],
           [0, 0, 0, 0], 'nothing left in flight';
 

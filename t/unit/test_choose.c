@@ -46,6 +46,8 @@ static void test_cold_ceiling(void);
 static void test_cold_strict(void);
 static void test_least(void);
 static void test_weights(void);
+static int walk_probe(void *ctx, uint32_t server, pa_load_t *load);
+static void test_walk_bound(void);
 
 
 static pa_ring_t        ring;
@@ -634,6 +636,120 @@ test_weights(void)
 }
 
 
+#define NWALK  64
+
+
+typedef struct {
+    uint64_t        work[NWALK];
+    uint64_t        inflight[NWALK];
+} walk_cluster_t;
+
+
+static int
+walk_probe(void *ctx, uint32_t server, pa_load_t *load)
+{
+    walk_cluster_t  *cl = ctx;
+
+    load->work = cl->work[server];
+    load->inflight = cl->inflight[server];
+    load->weight = 1;
+    load->id_hash = 0x1000 + server * 0x9e3779b97f4a7c15ULL;
+
+    return PA_SERVER_USABLE;
+}
+
+
+/*
+ * option A meets at most 20 servers on the ring, in ring order; then it
+ * takes the least work within the bounds over all servers, and the least
+ * work if none is within them
+ */
+
+static void
+test_walk_bound(void)
+{
+    uint32_t           i, k, s, n, order[NWALK];
+    pa_choice_t        ch;
+    pa_choose_in_t     in;
+    walk_cluster_t     cl;
+    pa_ring_t          wring;
+    pa_ring_point_t   *wpoints;
+    unsigned char      wseen[(NWALK + 7) / 8];
+    char               names[NWALK][32];
+    pa_ring_server_t   srv[NWALK];
+
+    for (i = 0; i < NWALK; i++) {
+        snprintf(names[i], sizeof(names[i]), "10.1.0.%u:8000", i + 1);
+        srv[i].name = (const unsigned char *) names[i];
+        srv[i].len = strlen(names[i]);
+        srv[i].weight = 1;
+    }
+
+    wpoints = malloc(pa_ring_points(srv, NWALK) * sizeof(pa_ring_point_t));
+    CHECK(wpoints != NULL && pa_ring_build(&wring, wpoints, srv, NWALK) == 0);
+
+    if (wpoints == NULL) {
+        return;
+    }
+
+    memset(&in, 0, sizeof(pa_choose_in_t));
+    memset(&cl, 0, sizeof(walk_cluster_t));
+
+    in.key = 0xfeedfacecafebeefULL;
+    in.units = 1000;
+    in.block_units = 100;
+    in.nservers = NWALK;
+    in.threshold = 2;
+    in.cold = PA_COLD_RING;
+    in.ring = &wring;
+    in.probe = walk_probe;
+    in.ctx = &cl;
+    in.seen = wseen;
+
+    /* the servers in the order the ring meets them from the key */
+
+    memset(wseen, 0, sizeof(wseen));
+    n = 0;
+    k = pa_ring_find(&wring, in.key);
+
+    while (n < NWALK) {
+        s = wring.points[k].server;
+        k = (k + 1) % wring.npoints;
+
+        if (!(wseen[s >> 3] & (1u << (s & 7)))) {
+            wseen[s >> 3] |= (unsigned char) (1u << (s & 7));
+            order[n++] = s;
+        }
+    }
+
+    for (i = 0; i < NWALK; i++) {
+        cl.inflight[i] = 2;
+        cl.work[i] = 100 + i;
+    }
+
+    /* within the first 20 met: ring order, whatever the work */
+    cl.inflight[order[9]] = cl.inflight[order[14]] = 0;
+    cl.work[order[14]] = 1;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == order[9]);
+
+    /* past them: the least work within the bounds */
+    cl.inflight[order[9]] = cl.inflight[order[14]] = 2;
+    cl.inflight[order[29]] = cl.inflight[order[39]] = 0;
+    cl.work[order[39]] = 2;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == order[39]);
+
+    /* every server at the cap: the least work of all */
+    cl.inflight[order[29]] = cl.inflight[order[39]] = 2;
+    cl.work[order[50]] = 0;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_LEAST && ch.server == order[50]);
+
+    free(wpoints);
+}
+
+
 int
 main(void)
 {
@@ -662,6 +778,7 @@ main(void)
     test_cold_strict();
     test_least();
     test_weights();
+    test_walk_bound();
 
     free(points);
 

@@ -4,8 +4,9 @@
  *
  * Unit tests of src/pa_index.c: record and match, depths per server,
  * eviction order, a full table, bucket collisions, forgetting by
- * capacity, reuse of a region, a lock left held, garbage in the region,
- * and four threads recording and matching at once.
+ * capacity, reuse of a region, a lock left held (by a process alive or
+ * gone), garbage in the region, and four threads recording and matching
+ * at once.
  */
 
 
@@ -15,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 
 #include "pa_index.h"
 #include "unit.h"
@@ -414,6 +418,22 @@ test_capacity(void)
     (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[5] == 0);
 
+    /*
+     * 32-bit stamps: a holder 2^31 blocks old or more reads as its
+     * server's counter gone round, not as a stamp ahead of it, unless
+     * its age comes within 2^24 blocks of a multiple of 2^32
+     */
+    pa_index_record(&idx, 6, c, 10, 0);             /* counter 10 */
+    idx.srv[6].counter += (1ULL << 31) + 100;
+    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[6] == 0);
+    idx.srv[6].counter += (1ULL << 31) - (1ULL << 23) - 100;
+    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[6] == 10);
+    idx.srv[6].counter += 1ULL << 23;                /* 2^32: new again */
+    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[6] == 10);
+
     /* a larger cache keeps more */
     pa_index_set_capacity(&idx, 1, 1000);
     CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 10);
@@ -505,9 +525,10 @@ test_attach(void)
 static void
 test_stuck(void)
 {
+    pid_t             pid;
     size_t            size;
     uint32_t          i;
-    uint64_t          h[4];
+    uint64_t          h[4], *w;
     uint32_t          depth[NSRV];
     void             *region;
     pa_index_t        idx;
@@ -534,6 +555,52 @@ test_stuck(void)
 
     pa_index_stats(&idx, &st);
     CHECK(st.busy == 1);
+
+    /*
+     * its owner known and gone: the next writer takes the bucket over
+     * and empties it, whatever the dead writer left in it
+     */
+
+    pid = fork();
+
+    if (pid == 0) {
+        _exit(0);
+    }
+
+    CHECK(pid > 0 && waitpid(pid, NULL, 0) == pid);
+
+    pa_index_set_owner((uint32_t) getpid());
+
+    w = (uint64_t *) idx.buckets;
+
+    for (i = 1; i < PA_INDEX_BUCKET / 8; i++) {
+        w[i] = 0x0102030405060708ULL * i;
+    }
+
+    w[0] = ((uint64_t) pid << 32) | 3;
+
+    pa_index_record(&idx, 5, h + 2, 1, 0);
+    CHECK(pa_index_match(&idx, h + 2, 1, depth, NSRV, NULL, NULL) == 1);
+    CHECK(depth[5] == 1);
+    CHECK(pa_index_match(&idx, h, 1, depth, NSRV, NULL, NULL) == 0);
+    CHECK((w[0] & 1) == 0 && (uint32_t) (w[0] >> 32) == (uint32_t) getpid());
+
+    pa_index_stats(&idx, &st);
+    CHECK(st.busy == 1 && st.recovered == 1);
+
+    /* an owner alive (our parent, or this process) is waited for: skipped */
+
+    w[0] = ((uint64_t) getppid() << 32) | 5;
+    pa_index_record(&idx, 6, h + 3, 1, 0);
+    w[0] = ((uint64_t) getpid() << 32) | 7;
+    pa_index_record(&idx, 6, h + 3, 1, 0);
+    w[0] = 8;
+
+    CHECK(pa_index_match(&idx, h + 3, 1, depth, NSRV, NULL, NULL) == 0);
+    CHECK(pa_index_match(&idx, h + 2, 1, depth, NSRV, NULL, NULL) == 1);
+
+    pa_index_stats(&idx, &st);
+    CHECK(st.busy == 3 && st.recovered == 1);
 
     free(region);
 }

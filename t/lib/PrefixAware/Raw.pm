@@ -11,6 +11,11 @@ package PrefixAware::Raw;
 #              300 ms and resets the connection
 #     silent   reads the request and never answers; closes when the peer
 #              does
+#     stream   reads the request, sends a chunked text/event-stream
+#              response header at once, its first chunk ("data: first")
+#              1 s later and the last ("data: [DONE]", then the end of
+#              the body) 1.5 s after that: a streamed completion whose
+#              first token comes after a prefill of 1 s
 #
 #     use PrefixAware::Raw;
 #     my $raw = PrefixAware::Raw->start(2006 => 'reset', 2007 => 'cut');
@@ -44,7 +49,7 @@ sub start {
     my %listen;
     for my $port (sort keys %mode) {
         die "unknown mode $mode{$port}\n"
-            unless $mode{$port} =~ /^(?:reset|cut|silent)$/;
+            unless $mode{$port} =~ /^(?:reset|cut|silent|stream)$/;
         $listen{$port} = IO::Socket::INET->new(
             LocalAddr => '127.0.0.1', LocalPort => $port, Proto => 'tcp',
             Listen => 128, ReuseAddr => 1)
@@ -134,6 +139,15 @@ sub _serve {
                 syswrite $s, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
                            . "Content-Length: 100\r\n\r\npartial-";
                 $c->{at} = time + 0.3;
+
+            } elsif ($c->{mode} eq 'stream') {
+                syswrite $s, "HTTP/1.1 200 OK\r\n"
+                           . "Content-Type: text/event-stream\r\n"
+                           . "Transfer-Encoding: chunked\r\n\r\n";
+                $c->{steps} = [ [ time + 1, _chunk("data: first\n\n") ],
+                                [ time + 2.5, _chunk("data: [DONE]\n\n")
+                                              . "0\r\n\r\n" ] ];
+                $c->{at} = $c->{steps}[0][0];
             }
             # silent: keep reading until the peer closes
         }
@@ -141,12 +155,22 @@ sub _serve {
         for my $fd (keys %conn) {
             my $c = $conn{$fd};
             next unless $c->{at} && $c->{at} <= time;
+
+            if ($c->{steps}) {
+                my $step = shift @{ $c->{steps} };
+                syswrite $c->{sock}, $step->[1];
+                $c->{at} = @{ $c->{steps} } ? $c->{steps}[0][0] : undef;
+                next;
+            }
+
             $sel->remove($c->{sock});
             _reset($c->{sock});
             delete $conn{$fd};
         }
     }
 }
+
+sub _chunk { sprintf("%x\r\n", length $_[0]) . $_[0] . "\r\n" }
 
 # a whole request: the header and the Content-Length body (chunked bodies
 # are not needed here)
