@@ -24,11 +24,13 @@
 typedef struct {
     uint64_t        after;        /* work in flight with the request */
     uint64_t        cost;
-    uint64_t        tie;
+    uint64_t        tie;          /* once has_tie */
+    uint64_t        id_hash;
     uint32_t        server;
     uint32_t        depth;
     uint32_t        weight;
     uint32_t        have;
+    uint32_t        has_tie;
 } pa_cand_t;
 
 
@@ -42,8 +44,9 @@ static int pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
 static int pa_choose_cold_within(const pa_choose_in_t *in,
     const pa_load_t *load, const pa_cand_t *c, uint64_t total_inflight,
     uint64_t total_weight);
-static int pa_choose_better(const pa_cand_t *a, const pa_cand_t *b,
-    int by_depth);
+static int pa_choose_better(const pa_choose_in_t *in, pa_cand_t *a,
+    pa_cand_t *b, int by_depth);
+static uint64_t pa_choose_tie(const pa_choose_in_t *in, pa_cand_t *c);
 static void pa_choose_set(pa_choice_t *out, const pa_cand_t *c,
     pa_choice_e kind);
 static uint64_t pa_choose_mix(uint64_t z);
@@ -110,7 +113,7 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
             continue;
         }
 
-        if (pa_choose_better(&c, &best, 1)) {
+        if (pa_choose_better(in, &c, &best, 1)) {
             best = c;
         }
     }
@@ -169,7 +172,7 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
                 return 0;
             }
 
-            if (pa_choose_better(&c, &least, 0)) {
+            if (pa_choose_better(in, &c, &least, 0)) {
                 least = c;
             }
         }
@@ -186,13 +189,13 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
                 continue;
             }
 
-            if (pa_choose_better(&c, &least, 0)) {
+            if (pa_choose_better(in, &c, &least, 0)) {
                 least = c;
             }
 
             if (pa_choose_within(in, &load, &c, tw, tweight, 0)
                 && pa_choose_cold_within(in, &load, &c, tin, tweight)
-                && pa_choose_better(&c, &best, 0))
+                && pa_choose_better(in, &c, &best, 0))
             {
                 best = c;
             }
@@ -293,7 +296,8 @@ pa_choose_load(const pa_choose_in_t *in, uint32_t s, pa_load_t *load,
                              c->depth, in->block_units, in->decode);
     c->after = load->work + c->cost;
     c->weight = load->weight ? load->weight : 1;
-    c->tie = pa_choose_mix(in->key ^ pa_choose_mix(load->id_hash));
+    c->has_tie = 0;
+    c->id_hash = load->id_hash;
     c->have = 1;
 
     return rc;
@@ -381,9 +385,10 @@ pa_choose_cold_within(const pa_choose_in_t *in, const pa_load_t *load,
 
 
 static int
-pa_choose_better(const pa_cand_t *a, const pa_cand_t *b, int by_depth)
+pa_choose_better(const pa_choose_in_t *in, pa_cand_t *a, pa_cand_t *b,
+    int by_depth)
 {
-    uint64_t  x, y;
+    uint64_t  x, y, ta, tb;
 
     if (!b->have) {
         return 1;
@@ -408,8 +413,11 @@ pa_choose_better(const pa_cand_t *a, const pa_cand_t *b, int by_depth)
      * order would, without a walk of the ring per candidate
      */
 
-    if (a->tie != b->tie) {
-        return a->tie > b->tie;
+    ta = pa_choose_tie(in, a);
+    tb = pa_choose_tie(in, b);
+
+    if (ta != tb) {
+        return ta > tb;
     }
 
     return a->server < b->server;
@@ -423,6 +431,20 @@ pa_choose_set(pa_choice_t *out, const pa_cand_t *c, pa_choice_e kind)
     out->depth = c->depth;
     out->cost = c->cost;
     out->kind = kind;
+}
+
+
+/* the rendezvous hash, computed only for candidates that tie on work */
+
+static uint64_t
+pa_choose_tie(const pa_choose_in_t *in, pa_cand_t *c)
+{
+    if (!c->has_tie) {
+        c->tie = pa_choose_mix(in->key ^ pa_choose_mix(c->id_hash));
+        c->has_tie = 1;
+    }
+
+    return c->tie;
 }
 
 
