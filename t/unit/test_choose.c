@@ -46,6 +46,8 @@ static void test_cold_ceiling(void);
 static void test_cold_strict(void);
 static void test_least(void);
 static void test_weights(void);
+static pa_ring_point_t *ring_new(pa_ring_t *r, pa_ring_server_t *srv,
+    char (*names)[32], uint32_t n, unsigned net);
 static int walk_probe(void *ctx, uint32_t server, pa_load_t *load);
 static void test_walk_bound(void);
 
@@ -678,15 +680,8 @@ test_walk_bound(void)
     char               names[NWALK][32];
     pa_ring_server_t   srv[NWALK];
 
-    for (i = 0; i < NWALK; i++) {
-        snprintf(names[i], sizeof(names[i]), "10.1.0.%u:8000", i + 1);
-        srv[i].name = (const unsigned char *) names[i];
-        srv[i].len = strlen(names[i]);
-        srv[i].weight = 1;
-    }
-
-    wpoints = malloc(pa_ring_points(srv, NWALK) * sizeof(pa_ring_point_t));
-    CHECK(wpoints != NULL && pa_ring_build(&wring, wpoints, srv, NWALK) == 0);
+    wpoints = ring_new(&wring, srv, names, NWALK, 1);
+    CHECK(wpoints != NULL);
 
     if (wpoints == NULL) {
         return;
@@ -750,22 +745,41 @@ test_walk_bound(void)
 }
 
 
-int
-main(void)
+/* a ring of n servers named "10.<net>.0.<i>:8000", i from 1 */
+
+static pa_ring_point_t *
+ring_new(pa_ring_t *r, pa_ring_server_t *srv, char (*names)[32], uint32_t n,
+    unsigned net)
 {
     uint32_t          i;
-    char              names[NSRV][32];
-    pa_ring_server_t  srv[NSRV];
+    pa_ring_point_t  *p;
 
-    for (i = 0; i < NSRV; i++) {
-        snprintf(names[i], sizeof(names[i]), "10.0.0.%u:8000", i + 1);
+    for (i = 0; i < n; i++) {
+        snprintf(names[i], 32, "10.%u.0.%u:8000", net, i + 1);
         srv[i].name = (const unsigned char *) names[i];
         srv[i].len = strlen(names[i]);
         srv[i].weight = 1;
     }
 
-    points = malloc(pa_ring_points(srv, NSRV) * sizeof(pa_ring_point_t));
-    if (points == NULL || pa_ring_build(&ring, points, srv, NSRV) != 0) {
+    p = malloc(pa_ring_points(srv, n) * sizeof(pa_ring_point_t));
+
+    if (p != NULL && pa_ring_build(r, p, srv, n) != 0) {
+        free(p);
+        p = NULL;
+    }
+
+    return p;
+}
+
+
+int
+main(void)
+{
+    char              names[NSRV][32];
+    pa_ring_server_t  srv[NSRV];
+
+    points = ring_new(&ring, srv, names, NSRV, 0);
+    if (points == NULL) {
         return 1;
     }
 
