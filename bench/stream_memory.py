@@ -3,23 +3,30 @@
 
 An LLM stream holds its request for minutes; whatever the balancer
 allocated for the request's key stays in the request's pool until the
-stream ends.  This measures it: one nginx worker in front of a loopback
-backend that answers with the first event of a stream and then holds the
+stream ends.  This measures it: one nginx worker (two or more when the
+streams need more descriptors than one process may hold; their VmRSS is
+summed) in front of a loopback backend (a process of its own) that answers with the first event of a stream and then holds the
 connection; STREAMS clients each send an OpenAI chat body of about
 BODY_CHARS characters and wait for that first event, so that STREAMS
-streams are open at once.  The worker's VmRSS is read at rest before and
+streams are open at once.  The workers' VmRSS is read at rest before and
 while they are held; (held - before) / STREAMS is the memory per stream.
 
 Arms, each with a fresh nginx, run in turn and repeated ROUNDS times:
 
     random        upstream with nginx's "random"
-    prefix_aware  upstream with "prefix_aware length=4096"
+    prefix_aware  upstream with "prefix_aware" (the default: the index
+                  on, length=32768, so the request holds its blocks'
+                  hashes for as long as it lasts)
+    index_off     upstream with "prefix_aware index=off length=4096"
+                  (SageMaker's semantics: one key, no blocks)
 
 It prints a markdown table (also written to OUT) with the median and
 range per arm and the difference, and exits 1 if prefix_aware holds more
 than LIMIT_KB per stream above random (with --check).
 
 Environment: STREAMS (2000), BODY_CHARS (12000), ROUNDS (3), LIMIT_KB (4),
+ARMS (all three, separated by commas; random and prefix_aware are needed
+for the check),
 NGINX (/usr/sbin/nginx), MODULE (objs/ngx_http_prefix_aware_module.so),
 OUT (build/stream_memory.md).  Loopback only; bounded in time (every
 phase has a timeout).  Debian's /usr/bin/python3, no extra packages.
@@ -27,6 +34,7 @@ phase has a timeout).  Debian's /usr/bin/python3, no extra packages.
 
 import asyncio
 import json
+import multiprocessing
 import os
 import resource
 import shutil
@@ -48,10 +56,22 @@ OUT = os.environ.get("OUT", "build/stream_memory.md")
 
 PHASE_TIMEOUT = 120
 
-ARMS = {
+# a held stream takes two descriptors in nginx (client, upstream): a
+# worker holds at most what the hard limit allows, so more streams are
+# spread over more workers (reuseport) and their VmRSS summed
+HARD_NOFILE = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+if HARD_NOFILE == resource.RLIM_INFINITY:
+    HARD_NOFILE = 1 << 20
+WORKERS = max(1, -(-(2 * STREAMS + 2048) // HARD_NOFILE))
+FDS = min(HARD_NOFILE, 2 * STREAMS // WORKERS + 2048)
+
+ALL_ARMS = {
     "random": "random;",
-    "prefix_aware": "prefix_aware length=4096;",
+    "prefix_aware": "prefix_aware;",
+    "index_off": "prefix_aware index=off length=4096;",
 }
+ARMS = {a: ALL_ARMS[a] for a in
+        os.environ.get("ARMS", ",".join(ALL_ARMS)).split(",")}
 
 
 def free_port():
@@ -63,11 +83,8 @@ def free_port():
 
 
 class Backend:
-    """Reads a request, answers the head of an SSE stream, holds it."""
-
-    def __init__(self):
-        self.release = asyncio.Event()
-        self.writers = []
+    """Reads a request, answers the head of an SSE stream, holds it until
+    nginx closes the connection (its client went away)."""
 
     async def handle(self, reader, writer):
         try:
@@ -83,14 +100,25 @@ class Backend:
                          b"Transfer-Encoding: chunked\r\n\r\n"
                          b"e\r\ndata: token\n\n\r\n")
             await writer.drain()
-            self.writers.append(writer)
-            await self.release.wait()
-            writer.write(b"0\r\n\r\n")
-            await writer.drain()
+            while await reader.read(4096):
+                pass
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
             writer.close()
+
+
+def backend_process(sock):
+    """The backend in a process of its own, so that neither it nor the
+    clients need more descriptors than the hard limit allows."""
+
+    async def serve():
+        server = await asyncio.start_server(Backend().handle, sock=sock,
+                                            backlog=4096)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(serve())
 
 
 def body(i):
@@ -123,27 +151,27 @@ def rss_kb(pid):
     raise RuntimeError("no VmRSS")
 
 
-def worker_pid(master):
+def worker_pids(master):
     out = subprocess.run(["pgrep", "-P", str(master)], capture_output=True,
                          text=True).stdout.split()
-    if len(out) != 1:
-        raise RuntimeError("expected one worker, got %r" % out)
-    return int(out[0])
+    if len(out) != WORKERS:
+        raise RuntimeError("expected %d workers, got %r" % (WORKERS, out))
+    return [int(p) for p in out]
 
 
 def start_nginx(arm, port, backend_port):
     d = tempfile.mkdtemp(prefix="pa-streammem-")
     load = ""
-    if arm == "prefix_aware" and MODULE:
+    if ARMS[arm].startswith("prefix_aware") and MODULE:
         load = "load_module %s;" % os.path.abspath(MODULE)
     conf = """
 %s
-worker_processes 1;
-worker_rlimit_nofile 20000;
+worker_processes %d;
+worker_rlimit_nofile %d;
 daemon on;
 pid %s/nginx.pid;
 error_log %s/error.log warn;
-events { worker_connections 10000; }
+events { worker_connections %d; }
 http {
     access_log off;
     client_body_temp_path %s;
@@ -153,7 +181,7 @@ http {
         server 127.0.0.1:%d;
     }
     server {
-        listen 127.0.0.1:%d backlog=4096;
+        listen 127.0.0.1:%d backlog=4096 %s;
         client_max_body_size 1m;
         location / {
             proxy_pass http://up;
@@ -163,7 +191,8 @@ http {
         }
     }
 }
-""" % (load, d, d, d, d, ARMS[arm], backend_port, port)
+""" % (load, WORKERS, FDS, d, d, FDS - 1024, d, d,
+       ARMS[arm], backend_port, port, "reuseport" if WORKERS > 1 else "")
     with open(os.path.join(d, "nginx.conf"), "w") as f:
         f.write(conf)
     subprocess.run([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf")],
@@ -178,29 +207,31 @@ http {
 
 
 async def one_round(arm):
-    be = Backend()
-    server = await asyncio.start_server(be.handle, "127.0.0.1", 0,
-                                        backlog=4096)
-    backend_port = server.sockets[0].getsockname()[1]
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(4096)
+    backend_port = sock.getsockname()[1]
+    be = multiprocessing.Process(target=backend_process, args=(sock,),
+                                 daemon=True)
+    be.start()
+    sock.close()
     port = free_port()
     d, master = start_nginx(arm, port, backend_port)
     try:
         await asyncio.sleep(0.3)
-        worker = worker_pid(master)
+        workers = worker_pids(master)
 
-        # warm up: the worker's pools and buffers reach their steady size
+        # warm up: the workers' pools and buffers reach their steady size
         release = asyncio.Event()
         held = []
         warm = [asyncio.create_task(client(port, -1 - i, held, release))
-                for i in range(50)]
-        await asyncio.wait_for(wait_held(held, 50), PHASE_TIMEOUT)
-        be.release.set()
+                for i in range(50 * WORKERS)]
+        await asyncio.wait_for(wait_held(held, len(warm)), PHASE_TIMEOUT)
         release.set()
         await asyncio.gather(*warm, return_exceptions=True)
-        be.release = asyncio.Event()
         await asyncio.sleep(0.5)
 
-        before = rss_kb(worker)
+        before = sum(rss_kb(w) for w in workers)
 
         release = asyncio.Event()
         held = []
@@ -212,9 +243,8 @@ async def one_round(arm):
         await asyncio.wait_for(wait_held(held, STREAMS), PHASE_TIMEOUT)
         await asyncio.sleep(0.5)
 
-        during = rss_kb(worker)
+        during = sum(rss_kb(w) for w in workers)
 
-        be.release.set()
         release.set()
         await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True),
                                PHASE_TIMEOUT)
@@ -222,7 +252,8 @@ async def one_round(arm):
     finally:
         subprocess.run([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf"),
                         "-s", "stop"], capture_output=True)
-        server.close()
+        be.terminate()
+        be.join()
         for _ in range(100):
             if not os.path.exists(os.path.join(d, "nginx.pid")):
                 break
@@ -253,8 +284,8 @@ def report(results):
         "# Worker memory per held stream",
         "",
         "%d streams held at once, OpenAI chat bodies of %d characters, "
-        "one worker, %d rounds (median, range)." % (STREAMS, BODY_CHARS,
-                                                    ROUNDS),
+        "%d worker(s), %d rounds (median, range)." % (STREAMS, BODY_CHARS,
+                                                      WORKERS, ROUNDS),
         "",
         "| upstream | kB per stream | range |",
         "|---|---|---|",
@@ -274,10 +305,9 @@ def report(results):
 
 if __name__ == "__main__":
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = 4 * STREAMS + 1024
+    want = min(hard, STREAMS + 1024)
     if soft < want:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (max(want, hard),
-                                                    max(want, hard)))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     signal.alarm(ROUNDS * len(ARMS) * (3 * PHASE_TIMEOUT + 30))
     res = asyncio.run(main())
     d = report(res)
