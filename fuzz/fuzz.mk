@@ -119,3 +119,29 @@ fuzz-models: $(FUZZ_MODELS_BIN)
 	    > $(FUZZ_MODELS_WORK)/seed-vllm.json
 	$(FUZZ_MODELS_BIN) -max_len=4096 -timeout=10 -print_final_stats=1 \
 	    -max_total_time=$(FUZZ_SECONDS) $(FUZZ_MODELS_WORK)
+
+# libFuzzer on src/pa_prom.c (the /metrics reader of the engines' reports)
+# for FUZZ_SECONDS; new inputs in $(BUILD)/fuzz/corpus-prom; fuzz-smoke
+# runs it for 5 seconds
+FUZZ_PROM_BIN  = $(BUILD)/fuzz/fuzz_prom
+FUZZ_PROM_WORK = $(BUILD)/fuzz/corpus-prom
+FUZZ_PROM_RUN  = $(FUZZ_PROM_BIN) -max_len=8192 -timeout=10 \
+                 -print_final_stats=1 $(FUZZ_PROM_WORK) fuzz/corpus/prom
+
+.PHONY: fuzz-prom fuzz-prom-smoke
+
+$(FUZZ_PROM_BIN): fuzz/fuzz_prom.c src/pa_prom.c src/pa_prom.h | fuzz-deps
+	@mkdir -p $(BUILD)/fuzz $(FUZZ_PROM_WORK)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_prom.c src/pa_prom.c
+
+fuzz-prom: $(FUZZ_PROM_BIN)
+	$(FUZZ_PROM_RUN) -max_total_time=$(FUZZ_SECONDS)
+
+fuzz-prom-smoke: $(FUZZ_PROM_BIN)
+	@echo "fuzz-prom-smoke: $(FUZZ_PROM_BIN) for 5 s"
+	@if $(FUZZ_PROM_RUN) -max_total_time=5 >$(BUILD)/fuzz/prom.log 2>&1; \
+	then \
+	    grep -E '^(Done|stat::)' $(BUILD)/fuzz/prom.log; \
+	else \
+	    cat $(BUILD)/fuzz/prom.log; echo "fuzz-prom-smoke: failed"; exit 1; \
+	fi
