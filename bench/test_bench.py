@@ -103,6 +103,21 @@ class TestEngine(unittest.TestCase):
         self.assertEqual(inst.m["prefix_cache_queries"], 2 * s1.prompt_len)
         self.assertLess(s2.t_first - s2.t_arrival, s1.t_first - s1.t_arrival)
 
+    def test_metrics_report_the_cache_as_vllm_does(self):
+        # what capacity=auto reads: block_size x num_gpu_blocks tokens
+        inst = llmsim.Instance("t", 0, Args())
+        text = inst.metrics_text()
+        line = [x for x in text.splitlines()
+                if x.startswith("vllm:cache_config_info{")]
+        self.assertEqual(len(line), 1)
+        labels = dict(kv.split("=", 1) for kv in
+                      line[0][line[0].index("{") + 1:
+                              line[0].index("}")].split(","))
+        self.assertEqual(labels["block_size"], '"16"')
+        self.assertEqual(labels["num_gpu_blocks"], '"%d"' % Args.kv_blocks)
+        self.assertIn("vllm:num_requests_waiting{", text)
+        self.assertIn("vllm:kv_cache_usage_perc{", text)
+
     def test_idle_gap_not_credited(self):
         # a request that arrives after a short idle gap takes its whole
         # modelled prefill (the step loop used to credit the gap)

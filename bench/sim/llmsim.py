@@ -562,6 +562,14 @@ class Instance:
               round((self.cache.occupied() - len(self.cache.free))
                     / self.cache.capacity, 6),
               "KV-cache usage. 1 means 100 percent usage.")
+        # vLLM's cache geometry is in the labels of an info gauge
+        out.append("# HELP vllm:cache_config_info Information of the "
+                   "LLMEngine CacheConfig")
+        out.append("# TYPE vllm:cache_config_info gauge")
+        out.append('vllm:cache_config_info{block_size="%d",cache_dtype="auto",'
+                   'enable_prefix_caching="True",gpu_memory_utilization='
+                   '"0.9",num_gpu_blocks="%d",num_gpu_blocks_override="None"'
+                   '} 1.0' % (BLOCK_TOKENS, self.cache.capacity))
         counter("vllm:prefix_cache_queries", m["prefix_cache_queries"],
                 "Prefix cache queries, in terms of number of queried tokens.")
         counter("vllm:prefix_cache_hits", m["prefix_cache_hits"],
