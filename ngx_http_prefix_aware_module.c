@@ -158,6 +158,10 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
 
 done:
 
+    if (ngx_http_prefix_aware_engine_init(cf, pacf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     pamcf = ngx_http_conf_get_module_main_conf(cf,
                                                ngx_http_prefix_aware_module);
 
@@ -667,6 +671,9 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->cold = PA_COLD_RING;
     pacf->match = 60;
     pacf->prefill_end = 0;
+    pacf->capacity_auto = 0;
+    pacf->metrics = NGX_CONF_UNSET_UINT;
+    pacf->metrics_interval = NGX_CONF_UNSET_MSEC;
 
     value = cf->args->elts;
 
@@ -728,6 +735,10 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             rc = ngx_http_prefix_aware_models_param(cf, pacf, &value[i]);
         }
 
+        if (rc == NGX_DECLINED) {
+            rc = ngx_http_prefix_aware_engine_param(cf, pacf, &value[i]);
+        }
+
         if (rc == NGX_OK) {
             continue;
         }
@@ -742,8 +753,9 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                            "block=, capacity=, balance=, cold=, match=, "
                            "prefill=, "
                            "strategy=, strategy_default=, models=, "
-                           "models_interval=, model_header= and "
-                           "model_fallback=", &value[i]);
+                           "models_interval=, model_header=, "
+                           "model_fallback=, metrics= and "
+                           "metrics_interval=", &value[i]);
         return NGX_CONF_ERROR;
     }
 

@@ -24,6 +24,7 @@
 #include "pa_choose.h"
 #include "pa_strategy.h"
 #include "pa_models.h"
+#include "pa_prom.h"
 
 
 /*
@@ -132,6 +133,10 @@ typedef struct ngx_http_prefix_aware_shm_model_s
     ngx_http_prefix_aware_shm_model_t;
 typedef struct ngx_http_prefix_aware_shm_mserver_s
     ngx_http_prefix_aware_shm_mserver_t;
+typedef struct ngx_http_prefix_aware_engine_s
+    ngx_http_prefix_aware_engine_t;
+typedef struct ngx_http_prefix_aware_get_s
+    ngx_http_prefix_aware_get_t;
 
 
 struct ngx_http_prefix_aware_shm_server_s {
@@ -145,6 +150,19 @@ struct ngx_http_prefix_aware_shm_server_s {
     ngx_uint_t                             refs;      /* configurations */
     ngx_http_prefix_aware_shm_server_t    *sibling;   /* same upstream */
     ngx_str_t                              name;
+
+    /* what its engine reports (metrics=, capacity=auto): engine.c */
+    ngx_atomic_t                           engine_capacity;  /* tokens */
+    ngx_atomic_t                           engine_capacity_ms;
+    ngx_atomic_t                           engine_reported;  /* msec */
+    ngx_atomic_t                           engine_waiting;
+    ngx_atomic_t                           engine_running;
+    ngx_atomic_t                           engine_usage;     /* 1e-6 */
+    ngx_atomic_t                           engine_seen;  /* PA_PROM_* */
+    ngx_atomic_t                           engine_errors;
+    ngx_atomic_t                           engine_rejected;
+    ngx_atomic_t                           engine_failing;
+    ngx_atomic_t                           engine_nocapacity;
 };
 
 
@@ -157,6 +175,9 @@ struct ngx_http_prefix_aware_shm_upstream_s {
     ngx_atomic_t                           chosen_inflight
                                                [NGX_HTTP_PA_STRATEGIES];
     ngx_atomic_t                           strategy_unknown;
+    /* metrics=: the round's lock, and the polls made */
+    ngx_atomic_t                           engine_polled;
+    ngx_atomic_t                           engine_polls;
     ngx_uint_t                             refs;      /* configurations */
     ngx_http_prefix_aware_shm_server_t    *servers;
     ngx_http_prefix_aware_shm_upstream_t  *next;
@@ -300,6 +321,13 @@ typedef struct {
 
     /* models and adapters: declared and discovered sets, NULL: none */
     ngx_http_prefix_aware_models_t        *models;
+
+    /* what the engines report: metrics=, capacity=auto; NULL: off */
+    ngx_uint_t                             capacity_auto;
+    ngx_uint_t                             metrics;
+    ngx_str_t                              metrics_uri;
+    ngx_msec_t                             metrics_interval;
+    ngx_http_prefix_aware_engine_t        *engine;
 } ngx_http_prefix_aware_srv_conf_t;
 
 
@@ -462,6 +490,67 @@ struct ngx_http_prefix_aware_models_s {
 };
 
 
+/* one GET of a server's page: ngx_http_prefix_aware_get.c */
+
+/* the read buffer, and the most of an answer's head kept */
+#define NGX_HTTP_PREFIX_AWARE_GET_BUF       4096
+#define NGX_HTTP_PREFIX_AWARE_GET_HEAD      4096
+
+/* is given the body as it arrives; NGX_ERROR ends the GET */
+typedef ngx_int_t (*ngx_http_prefix_aware_get_body_pt)(
+    ngx_http_prefix_aware_get_t *g, u_char *p, size_t n);
+
+/* the end, once: NULL, or why it failed */
+typedef void (*ngx_http_prefix_aware_get_done_pt)(
+    ngx_http_prefix_aware_get_t *g, const char *error);
+
+struct ngx_http_prefix_aware_get_s {
+    /* set by the caller */
+    ngx_str_t                              uri;
+    size_t                                 limit;     /* of the body */
+    ngx_msec_t                             timeout;
+    ngx_http_prefix_aware_get_body_pt      body;
+    ngx_http_prefix_aware_get_done_pt      done;
+    void                                  *data;
+
+    ngx_log_t                             *log;
+    ngx_peer_connection_t                  pc;
+    ngx_buf_t                             *request;
+    u_char                                *buf;
+    size_t                                 received;
+    off_t                                  length;    /* -1: not given */
+    size_t                                 hlen;
+    unsigned                               in_body:1;
+    unsigned                               ended:1;
+    u_char                                 head[
+                                             NGX_HTTP_PREFIX_AWARE_GET_HEAD];
+};
+
+
+/* the engines' reports: ngx_http_prefix_aware_engine.c */
+
+#define NGX_HTTP_PREFIX_AWARE_ENGINE_INTERVAL  1000
+
+/* the largest /metrics answer read (as it streams, never kept) */
+#define NGX_HTTP_PREFIX_AWARE_ENGINE_MAX     (8 * 1024 * 1024)
+
+/* a poll's timeout, at most, in milliseconds */
+#define NGX_HTTP_PREFIX_AWARE_ENGINE_WAIT    2000
+
+/* a server that stops reporting keeps its capacity this many intervals */
+#define NGX_HTTP_PREFIX_AWARE_ENGINE_HOLD    3
+
+struct ngx_http_prefix_aware_engine_s {
+    ngx_http_prefix_aware_srv_conf_t      *pacf;
+
+    /* per process: the poller, and the pool and polls of its round */
+    ngx_event_t                            timer;
+    ngx_pool_t                            *pool;
+    void                                 **polls;
+    ngx_uint_t                             pending;
+};
+
+
 /* a server's name and its index, sorted to find equal names */
 typedef struct {
     ngx_str_t                             *name;
@@ -524,6 +613,32 @@ void ngx_http_prefix_aware_index_first_byte(
     ngx_http_prefix_aware_peer_data_t *pd, ngx_chain_t *in);
 void ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_uint_t server);
+void ngx_http_prefix_aware_index_capacity(
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t server,
+    uint64_t tokens);
+uint64_t ngx_http_prefix_aware_index_capacity_of(
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t server);
+
+/* ngx_http_prefix_aware_get.c */
+void ngx_http_prefix_aware_get(ngx_http_prefix_aware_get_t *g,
+    ngx_pool_t *pool, ngx_http_upstream_rr_peer_t *peer, ngx_log_t *log);
+void ngx_http_prefix_aware_get_close(ngx_http_prefix_aware_get_t *g);
+
+/* ngx_http_prefix_aware_engine.c */
+ngx_int_t ngx_http_prefix_aware_engine_param(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value);
+ngx_int_t ngx_http_prefix_aware_engine_init(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf);
+void ngx_http_prefix_aware_engine_start(ngx_cycle_t *cycle,
+    ngx_http_prefix_aware_main_conf_t *pamcf);
+void ngx_http_prefix_aware_engine_json(ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_http_prefix_aware_writer_t *w);
+void ngx_http_prefix_aware_engine_json_server(
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t j,
+    ngx_http_prefix_aware_writer_t *w);
+void ngx_http_prefix_aware_engine_prometheus(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w);
 
 /* ngx_http_prefix_aware_models.c */
 char *ngx_http_prefix_aware_model(ngx_conf_t *cf, ngx_command_t *cmd,

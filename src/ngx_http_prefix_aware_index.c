@@ -31,6 +31,8 @@ static int ngx_http_prefix_aware_index_probe(void *ctx, uint32_t server,
     pa_load_t *load);
 static void ngx_http_prefix_aware_index_auto_size(
     ngx_http_prefix_aware_srv_conf_t *pacf);
+static uint32_t ngx_http_prefix_aware_index_blocks(
+    ngx_http_prefix_aware_srv_conf_t *pacf, uint64_t tokens);
 
 
 /* routing v2's parameters of "prefix_aware"; NGX_DECLINED: not one */
@@ -87,12 +89,45 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
         return NGX_OK;
     }
 
+    if (ngx_strncmp(value->data, "capacity=auto", 13) == 0) {
+
+        /* capacity=auto[:N]: the engines' reports, N until they come */
+
+        pacf->capacity_auto = 1;
+
+        if (value->len == 13) {
+            return NGX_OK;
+        }
+
+        if (value->data[13] != ':') {
+            s.data = value->data + 9;
+            s.len = value->len - 9;
+
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid \"capacity\" value \"%V\" in "
+                               "\"prefix_aware\", it must be a number from "
+                               "1024 to 100000000, \"auto\" or \"auto:\" "
+                               "and a number", &s);
+            return NGX_ERROR;
+        }
+
+        rv = ngx_http_prefix_aware_number(cf, value, 14, 1024,
+                                          100000000, &pacf->capacity);
+        if (rv != NGX_CONF_OK) {
+            return NGX_ERROR;
+        }
+
+        return NGX_OK;
+    }
+
     if (ngx_strncmp(value->data, "capacity=", 9) == 0) {
         rv = ngx_http_prefix_aware_number(cf, value, 9, 1024,
                                           100000000, &pacf->capacity);
         if (rv != NGX_CONF_OK) {
             return NGX_ERROR;
         }
+
+        pacf->capacity_auto = 0;
 
         return NGX_OK;
     }
@@ -349,13 +384,7 @@ ngx_http_prefix_aware_index_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     region = (u_char *) ngx_align_ptr(head + 1, 64);
     size = head->size - (region - (u_char *) head);
 
-    /* the engine's cache, in tokens of about 4 characters, in blocks */
-
-    capacity = (uint32_t) ngx_min((uint64_t) pacf->capacity * 4
-                                  / pacf->block, 0x7fffffff);
-    if (capacity == 0) {
-        capacity = 1;
-    }
+    capacity = ngx_http_prefix_aware_index_blocks(pacf, pacf->capacity);
 
     rc = pa_index_attach(&pacf->index, region, size, PA_INDEX_MAX_SERVERS,
                          NGX_HTTP_PREFIX_AWARE_HOLDERS, capacity);
@@ -663,4 +692,52 @@ ngx_http_prefix_aware_index_first_byte(ngx_http_prefix_aware_peer_data_t *pd,
     }
 
     pd->prefill = 0;
+}
+
+
+/* the engine's cache, in tokens of about 4 characters, in blocks */
+
+static uint32_t
+ngx_http_prefix_aware_index_blocks(ngx_http_prefix_aware_srv_conf_t *pacf,
+    uint64_t tokens)
+{
+    uint64_t  blocks;
+
+    blocks = ngx_min(tokens, (uint64_t) 1 << 40) * 4 / pacf->block;
+
+    return (uint32_t) ngx_max(ngx_min(blocks, 0x7fffffff), 1);
+}
+
+
+/*
+ * capacity=auto: the KV cache "server" reports, in tokens; 0 gives it the
+ * configured capacity again
+ */
+
+void
+ngx_http_prefix_aware_index_capacity(ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_uint_t server, uint64_t tokens)
+{
+    if (pacf->index_size == 0 || pacf->id[server] == PA_INDEX_NO_SERVER) {
+        return;
+    }
+
+    pa_index_set_capacity(&pacf->index, pacf->id[server],
+                          ngx_http_prefix_aware_index_blocks(pacf,
+                              tokens ? tokens : pacf->capacity));
+}
+
+
+/* a server's capacity in the index, in tokens, for the status page */
+
+uint64_t
+ngx_http_prefix_aware_index_capacity_of(
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t server)
+{
+    if (pacf->index_size == 0 || pacf->id[server] == PA_INDEX_NO_SERVER) {
+        return 0;
+    }
+
+    return (uint64_t) pa_index_get_capacity(&pacf->index, pacf->id[server])
+           * pacf->block / 4;
 }

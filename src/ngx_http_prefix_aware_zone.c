@@ -715,6 +715,10 @@ ngx_http_prefix_aware_init_process(ngx_cycle_t *cycle)
 
     ngx_http_prefix_aware_models_start(cycle, pamcf);
 
+    /* metrics=, capacity=auto: the timers that ask the engines */
+
+    ngx_http_prefix_aware_engine_start(cycle, pamcf);
+
     return NGX_OK;
 }
 

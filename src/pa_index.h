@@ -117,6 +117,9 @@ int pa_index_attach(pa_index_t *idx, void *region, size_t size,
 void pa_index_set_capacity(pa_index_t *idx, uint32_t server,
     uint32_t capacity);
 
+/* the capacity of "server", in blocks; 0 for an id out of range */
+uint32_t pa_index_get_capacity(pa_index_t *idx, uint32_t server);
+
 /*
  * the id of the calling process (its pid, > 0), written beside each
  * bucket it locks: a bucket left locked by a process that no longer

@@ -139,6 +139,17 @@ pa_index_set_capacity(pa_index_t *idx, uint32_t server, uint32_t capacity)
 }
 
 
+uint32_t
+pa_index_get_capacity(pa_index_t *idx, uint32_t server)
+{
+    if (server >= idx->nservers) {
+        return 0;
+    }
+
+    return __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
+}
+
+
 void
 pa_index_forget(pa_index_t *idx, uint32_t server)
 {

@@ -1,0 +1,368 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * One GET of a server's page (its /metrics, its /v1/models) on nginx's
+ * event loop: HTTP/1.0, so that the answer ends when the server closes
+ * and is never chunked; the head kept in a fixed buffer, the body given
+ * to the caller as it arrives, through a read buffer of fixed size, up
+ * to a limit; a timeout over the whole exchange.  Nothing blocks, and
+ * nothing grows with the answer.
+ */
+
+
+#include "ngx_http_prefix_aware.h"
+
+
+static void ngx_http_prefix_aware_get_write(ngx_event_t *wev);
+static void ngx_http_prefix_aware_get_read(ngx_event_t *rev);
+static void ngx_http_prefix_aware_get_dummy(ngx_event_t *ev);
+static ngx_int_t ngx_http_prefix_aware_get_head(ngx_http_prefix_aware_get_t *g,
+    u_char *p, size_t n, size_t *used);
+static void ngx_http_prefix_aware_get_end(ngx_http_prefix_aware_get_t *g,
+    const char *error);
+
+
+/*
+ * starts the GET; "g" (from the caller's pool) has its "uri", "limit",
+ * "timeout", "body", "done" and "data" set.  "done" is called once, at
+ * the end, with NULL or the reason it failed (it may be called before
+ * this returns)
+ */
+
+void
+ngx_http_prefix_aware_get(ngx_http_prefix_aware_get_t *g, ngx_pool_t *pool,
+    ngx_http_upstream_rr_peer_t *peer, ngx_log_t *log)
+{
+    ngx_int_t          rc;
+    ngx_buf_t         *b;
+    ngx_connection_t  *c;
+
+    static u_char  get[] = "GET ";
+    static u_char  host[] = " HTTP/1.0" CRLF "Host: ";
+    static u_char  end[] = CRLF "User-Agent: nginx-prefix-aware" CRLF CRLF;
+
+    g->log = log;
+
+    if (peer == NULL) {
+        ngx_http_prefix_aware_get_end(g, "no peer");
+        return;
+    }
+
+    g->buf = ngx_palloc(pool, NGX_HTTP_PREFIX_AWARE_GET_BUF);
+    b = ngx_create_temp_buf(pool, sizeof(get) + g->uri.len + sizeof(host)
+                                  + peer->server.len + sizeof(end));
+
+    if (b == NULL || g->buf == NULL) {
+        ngx_http_prefix_aware_get_end(g, "no memory");
+        return;
+    }
+
+    b->last = ngx_cpymem(b->last, get, sizeof(get) - 1);
+    b->last = ngx_cpymem(b->last, g->uri.data, g->uri.len);
+    b->last = ngx_cpymem(b->last, host, sizeof(host) - 1);
+    b->last = ngx_cpymem(b->last, peer->server.data, peer->server.len);
+    b->last = ngx_cpymem(b->last, end, sizeof(end) - 1);
+    g->request = b;
+
+    g->pc.sockaddr = peer->sockaddr;
+    g->pc.socklen = peer->socklen;
+    g->pc.name = &peer->name;
+    g->pc.get = ngx_event_get_peer;
+    g->pc.log = log;
+    g->pc.log_error = NGX_ERROR_INFO;
+
+    rc = ngx_event_connect_peer(&g->pc);
+
+    if (rc == NGX_ERROR || rc == NGX_BUSY || rc == NGX_DECLINED) {
+        ngx_http_prefix_aware_get_end(g, "cannot connect");
+        return;
+    }
+
+    c = g->pc.connection;
+    c->data = g;
+    c->log_error = NGX_ERROR_INFO;
+    c->read->handler = ngx_http_prefix_aware_get_read;
+    c->write->handler = ngx_http_prefix_aware_get_write;
+
+    ngx_add_timer(c->read, g->timeout);
+
+    if (rc == NGX_OK) {
+        ngx_http_prefix_aware_get_write(c->write);
+    }
+}
+
+
+/* the caller's pool goes: a GET in progress ends without its "done" */
+
+void
+ngx_http_prefix_aware_get_close(ngx_http_prefix_aware_get_t *g)
+{
+    if (g->pc.connection) {
+        ngx_close_connection(g->pc.connection);
+        g->pc.connection = NULL;
+    }
+
+    g->ended = 1;
+}
+
+
+static void
+ngx_http_prefix_aware_get_write(ngx_event_t *wev)
+{
+    ssize_t                       n;
+    ngx_buf_t                    *b;
+    ngx_connection_t             *c;
+    ngx_http_prefix_aware_get_t  *g;
+
+    c = wev->data;
+    g = c->data;
+    b = g->request;
+
+    if (wev->timedout) {
+        ngx_http_prefix_aware_get_end(g, "timed out");
+        return;
+    }
+
+    n = c->send(c, b->pos, b->last - b->pos);
+
+    if (n == NGX_ERROR) {
+        ngx_http_prefix_aware_get_end(g, "cannot send");
+        return;
+    }
+
+    if (n > 0) {
+        b->pos += n;
+    }
+
+    if (b->pos < b->last) {
+        if (ngx_handle_write_event(wev, 0) != NGX_OK) {
+            ngx_http_prefix_aware_get_end(g, "cannot send");
+        }
+
+        return;
+    }
+
+    wev->handler = ngx_http_prefix_aware_get_dummy;
+
+    if (ngx_handle_write_event(wev, 0) != NGX_OK) {
+        ngx_http_prefix_aware_get_end(g, "cannot send");
+    }
+}
+
+
+static void
+ngx_http_prefix_aware_get_read(ngx_event_t *rev)
+{
+    size_t                        used;
+    ssize_t                       n;
+    ngx_connection_t             *c;
+    ngx_http_prefix_aware_get_t  *g;
+
+    c = rev->data;
+    g = c->data;
+
+    if (rev->timedout) {
+        ngx_http_prefix_aware_get_end(g, "timed out");
+        return;
+    }
+
+    for ( ;; ) {
+        n = c->recv(c, g->buf, NGX_HTTP_PREFIX_AWARE_GET_BUF);
+
+        if (n == NGX_AGAIN) {
+            if (ngx_handle_read_event(rev, 0) != NGX_OK) {
+                ngx_http_prefix_aware_get_end(g, "cannot read");
+            }
+
+            return;
+        }
+
+        if (n == NGX_ERROR) {
+            ngx_http_prefix_aware_get_end(g, "cannot read");
+            return;
+        }
+
+        if (n == 0) {
+            break;
+        }
+
+        used = 0;
+
+        if (!g->in_body) {
+            if (ngx_http_prefix_aware_get_head(g, g->buf, n, &used)
+                != NGX_OK)
+            {
+                return;
+            }
+
+            if (!g->in_body) {
+                continue;
+            }
+        }
+
+        n -= used;
+
+        if (n == 0) {
+            continue;
+        }
+
+        if ((size_t) n > g->limit - g->received) {
+            ngx_http_prefix_aware_get_end(g, "answer over its limit");
+            return;
+        }
+
+        g->received += n;
+
+        if (g->body(g, g->buf + used, n) != NGX_OK) {
+            ngx_http_prefix_aware_get_end(g, "not the expected answer");
+            return;
+        }
+    }
+
+    /* HTTP/1.0 was asked: the answer ends when the server closes */
+
+    if (!g->in_body) {
+        ngx_http_prefix_aware_get_end(g, "no answer");
+        return;
+    }
+
+    if (g->length >= 0 && g->received != (size_t) g->length) {
+        ngx_http_prefix_aware_get_end(g, "answer cut short");
+        return;
+    }
+
+    ngx_http_prefix_aware_get_end(g, NULL);
+}
+
+
+/*
+ * the answer's head, kept in "head" until its blank line: the status must
+ * be 200, the body neither chunked nor compressed; "*used" is what of
+ * "p" the head took
+ */
+
+static ngx_int_t
+ngx_http_prefix_aware_get_head(ngx_http_prefix_aware_get_t *g, u_char *p,
+    size_t n, size_t *used)
+{
+    u_char  *end, *h, *v, *eol;
+    size_t   room, len, old;
+
+    old = g->hlen;
+    room = NGX_HTTP_PREFIX_AWARE_GET_HEAD - g->hlen;
+    len = ngx_min(n, room);
+
+    ngx_memcpy(g->head + g->hlen, p, len);
+    g->hlen += len;
+
+    end = ngx_strlcasestrn(g->head, g->head + g->hlen,
+                           (u_char *) CRLF CRLF, 4 - 1);
+
+    if (end == NULL) {
+        if (g->hlen == NGX_HTTP_PREFIX_AWARE_GET_HEAD) {
+            ngx_http_prefix_aware_get_end(g, "head of the answer too long");
+            return NGX_ERROR;
+        }
+
+        *used = n;
+        return NGX_OK;
+    }
+
+    *used = (end + 4 - g->head) - old;
+    g->in_body = 1;
+    g->length = -1;
+
+    if (g->hlen < 12 || ngx_strncmp(g->head, "HTTP/1.", 7) != 0
+        || ngx_strncmp(g->head + 8, " 200", 4) != 0)
+    {
+        ngx_http_prefix_aware_get_end(g, "status is not 200");
+        return NGX_ERROR;
+    }
+
+    /* the header lines: "name: value" CRLF */
+
+    h = ngx_strlchr(g->head, end, LF);
+
+    while (h && h < end) {
+        h++;
+        eol = ngx_strlchr(h, end + 2, CR);
+
+        if (eol == NULL) {
+            break;
+        }
+
+        v = ngx_strlchr(h, eol, ':');
+
+        if (v) {
+            len = v - h;
+
+            do {
+                v++;
+            } while (v < eol && (*v == ' ' || *v == '\t'));
+
+            if (len == 17
+                && ngx_strncasecmp(h, (u_char *) "transfer-encoding", 17)
+                   == 0)
+            {
+                ngx_http_prefix_aware_get_end(g, "answer is chunked");
+                return NGX_ERROR;
+            }
+
+            if (len == 16
+                && ngx_strncasecmp(h, (u_char *) "content-encoding", 16)
+                   == 0
+                && !(eol - v == 8
+                     && ngx_strncasecmp(v, (u_char *) "identity", 8) == 0))
+            {
+                ngx_http_prefix_aware_get_end(g, "answer is compressed");
+                return NGX_ERROR;
+            }
+
+            if (len == 14
+                && ngx_strncasecmp(h, (u_char *) "content-length", 14) == 0)
+            {
+                g->length = ngx_atoof(v, eol - v);
+
+                if (g->length == NGX_ERROR) {
+                    ngx_http_prefix_aware_get_end(g, "bad content-length");
+                    return NGX_ERROR;
+                }
+
+                if ((size_t) g->length > g->limit) {
+                    ngx_http_prefix_aware_get_end(g,
+                                                  "answer over its limit");
+                    return NGX_ERROR;
+                }
+            }
+        }
+
+        h = eol + 1;
+    }
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_prefix_aware_get_dummy(ngx_event_t *ev)
+{
+}
+
+
+static void
+ngx_http_prefix_aware_get_end(ngx_http_prefix_aware_get_t *g,
+    const char *error)
+{
+    if (g->ended) {
+        return;
+    }
+
+    if (g->pc.connection) {
+        ngx_close_connection(g->pc.connection);
+        g->pc.connection = NULL;
+    }
+
+    g->ended = 1;
+    g->done(g, error);
+}
