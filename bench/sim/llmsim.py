@@ -56,6 +56,12 @@ What is modelled (see docs/benchmarks.md for the calibration and sources):
   as the module's index keeps it instead, for trying models of the
   engine's LRU without building them into the module.
 
+* Peers (--front PORT --front-peer NAME): the front routes with the
+  policy of another router (SGLang's gateway, llm-d, Dynamo,
+  production-stack, AIBrix, DualMap: bench/sim/peers.py) instead of the
+  oracle's, reading the instances' queues, KV usage and caches where
+  that router reads the engines'.
+
 Endpoints: POST /v1/chat/completions, POST /v1/completions (SSE with
 "stream": true), POST /invocations (SageMaker; OpenAI chat or completion
 bodies, or {"inputs": ..., "parameters": {...}}, or any other bytes taken
