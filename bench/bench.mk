@@ -14,13 +14,24 @@
 #                      + rate sweep + router overhead (wrk); about 2 hours;
 #                      results in bench/results/
 #                      (BENCH_ARGS='--seeds 5 --no-sweep' etc.)
+#   make bench-peers   the side-by-side with the routers operators pick
+#                      instead (bench/sim/peers.py: SGLang gateway, llm-d
+#                      default and precise, Dynamo with and without KV
+#                      events, production-stack, AIBrix, DualMap), the
+#                      module's default (pa_v2), index=off, round robin,
+#                      the oracles and the pooled bound; every workload
+#                      (agentic included), 3 seeds, at 4 instances and at
+#                      16 (--scale 4: the same load per instance); results
+#                      in bench/results/peers4/ and peers16/; hours
+#                      (BENCH_PEERS_ARGS='--seeds 5' etc.)
 #
 # Debian's python3 (python3-aiohttp, python3-matplotlib), not a pyenv one.
 
 BENCH_PY   ?= /usr/bin/python3
 BENCH_ARGS ?=
+BENCH_PEERS_ARGS ?=
 
-.PHONY: demo bench bench-smoke bench-overhead
+.PHONY: demo bench bench-smoke bench-overhead bench-peers
 
 demo: module deps-bench
 	$(BENCH_PY) bench/run.py demo $(BENCH_ARGS)
@@ -35,3 +46,7 @@ bench-overhead: module deps-bench
 bench: module deps-bench
 	$(BENCH_PY) bench/overhead.py
 	$(BENCH_PY) bench/run.py bench $(BENCH_ARGS)
+
+bench-peers: module deps-bench
+	$(BENCH_PY) bench/run.py peers $(BENCH_PEERS_ARGS)
+	$(BENCH_PY) bench/run.py peers --scale 4 $(BENCH_PEERS_ARGS)

@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import atexit
 import collections
+import copy
 import json
 import math
 import os
@@ -53,6 +54,7 @@ sys.path.insert(0, os.path.join(HERE, "sim"))
 
 import workloads  # noqa: E402
 import llmsim  # noqa: E402
+import peers  # noqa: E402
 
 try:
     import aiohttp
@@ -77,6 +79,17 @@ LABELS = {
     "pooled": "pooled bound: least_conn, one shared cache",
     "oracle": "oracle: prefix_aware's choice on the caches' own depths",
     "ideal": "ideal (one LRU of all caches, offline)",
+    # the peers (bench/sim/peers.py), routed by llmsim's front
+    "sglang": "SGLang gateway cache_aware",
+    "llmd": "llm-d default profile (prefix 3, queue 2, KV 2)",
+    "dynamo": "Dynamo KV router (KV events)",
+    "prodstack": "vLLM production-stack prefixaware",
+    "aibrix": "AIBrix prefix-cache",
+    "dualmap": "DualMap (AIBrix dualmap)",
+}
+PEER_LABELS = {
+    "llmd@precise=1": "llm-d precise prefix scorer (prefix 3, queue 2, KV 2)",
+    "dynamo@events=0": "Dynamo KV router without events (ttl 120 s)",
 }
 
 
@@ -347,6 +360,26 @@ def is_oracle(strategy):
     return strategy.split("@")[0] in ORACLE
 
 
+def is_peer(strategy):
+    """A peer's routing policy (bench/sim/peers.py), run in llmsim's front:
+    "sglang", "llmd@precise=1", "dynamo@events=0+ttl=60"..."""
+    return strategy.split("@")[0] in peers.PEERS
+
+
+def peer_args(strategy):
+    """llmsim.py --front-peer NAME --front-peer-params k=v,k=v; ValueError
+    on an unknown parameter."""
+    name, _, params = strategy.partition("@")
+    params = params.replace("+", ",")
+    peers.parse_params(params, dict(peers.PEERS[name].DEFAULTS, seed=1))
+    return ["--front-peer", name, "--front-peer-params", params]
+
+
+def front_args(strategy, opts):
+    return (peer_args(strategy) if is_peer(strategy)
+            else oracle_args(strategy, opts))
+
+
 def oracle_args(strategy, opts):
     """llmsim.py --front-* for "oracle" or "oracle@k=v+k=v" (threshold,
     balance, match, length; model=exact|lru|held; choice=module|ttft;
@@ -499,7 +532,11 @@ def pa_params(opts, strategy="prefix_aware"):
         over = []
     else:
         raise ValueError("%r is not a prefix_aware arm" % strategy)
-    return merge_params(base, over)
+    # "capacity=@kv": the simulator's cache per instance, in tokens
+    return re.sub(r"(^| )capacity=@kv(?= |$)",
+                  lambda m: "%scapacity=%d" % (
+                      m.group(1), opts.kv_blocks * llmsim.BLOCK_TOKENS),
+                  merge_params(base, over))
 
 
 def pa_directive(opts, strategy="prefix_aware"):
@@ -514,6 +551,11 @@ def is_pa(strategy):
 
 
 def label(strategy):
+    if strategy in PEER_LABELS:
+        return PEER_LABELS[strategy]
+    if "@" in strategy and is_peer(strategy):
+        name, _, params = strategy.partition("@")
+        return "%s (%s)" % (LABELS[name], params.replace("+", " "))
     if strategy in ARMS:
         if strategy == "prefix_aware":
             return "nginx + prefix_aware (%s)" % (ARMS[strategy] or "base")
@@ -845,9 +887,9 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
     try:
         ports = bench_ports(opts, slot)
         sim_ports, pport = ports[:-1], ports[-1]
-        if is_oracle(strategy):
+        if is_oracle(strategy) or is_peer(strategy):
             sim = start_sim(tmp, sim_ports, opts, front=pport,
-                            front_args=oracle_args(strategy, opts))
+                            front_args=front_args(strategy, opts))
         else:
             sim = start_sim(tmp, sim_ports, opts, pooled=strategy in POOLED)
             proxy = start_proxy(strategy, tmp, pport, sim_ports, opts)
@@ -1381,10 +1423,17 @@ def strategies_for(opts, required_pa=False):
     names = list(collections.OrderedDict.fromkeys(names))
     for s in names:
         if (s not in STRATEGY_DIRECTIVE and s != "haproxy_hash"
-                and not is_oracle(s) and not is_pa(s)):
+                and not is_oracle(s) and not is_pa(s) and not is_peer(s)):
             sys.exit("run.py: unknown strategy %r (have %s, pooled, arms, "
-                     "the arms %s, prefix_aware@k=v+k=v)" % (
-                         s, ", ".join(ALL_STRATEGIES), ", ".join(ARMS) or "-"))
+                     "the arms %s, prefix_aware@k=v+k=v, oracle@k=v+k=v, "
+                     "the peers %s)" % (
+                         s, ", ".join(ALL_STRATEGIES), ", ".join(ARMS) or "-",
+                         ", ".join(sorted(peers.PEERS))))
+        if is_peer(s):
+            try:
+                peer_args(s)
+            except ValueError as e:
+                sys.exit("run.py: %s: %s" % (s, e))
         if is_oracle(s):
             try:
                 oracle_args(s, opts)
@@ -1438,10 +1487,47 @@ def seeds_for(wlname, opts):
     return [first + i for i in range(opts.nseeds)]
 
 
+# workloads whose contexts need a larger engine cache than --kv-blocks'
+# preset: agentic histories reach 128k tokens, so each instance gets
+# 24,576 blocks (393,216 tokens, what an H100 80GB holds for
+# Llama-3.1-8B: see docs/benchmarks.md); an explicit --kv-blocks wins
+WORKLOAD_KV_BLOCKS = {"agentic": 24576}
+
+# the parameters that make a workload's population (documents, prompts,
+# files, tenants, adapters, apps), multiplied by --scale with the rate
+SCALE_KEYS = {"rag": ("docs",), "templated": ("templates",),
+              "code": ("files",), "tenants": ("tenants",),
+              "lora": ("adapters",), "agentic": ("apps",)}
+
+
+def opts_for(wlname, opts):
+    """The options of one workload's runs: its engine cache
+    (WORKLOAD_KV_BLOCKS) unless --kv-blocks was given."""
+    o = copy.copy(opts)
+    if not getattr(opts, "kv_explicit", False):
+        o.kv_blocks = WORKLOAD_KV_BLOCKS.get(wlname, opts.kv_blocks)
+    return o
+
+
+def wl_overrides(wlname, opts, n=None, rate=None):
+    """workloads.generate() overrides: --n/--rate (or the workload's own),
+    times --scale, and the population (SCALE_KEYS) times --scale; an
+    explicit n or rate (the sweep's) is taken as it is."""
+    p = workloads.PARAMS[wlname]
+    k = getattr(opts, "scale", 1)
+    out = {"n": n or (opts.n or p["n"]) * k,
+           "rate": rate or (opts.rate or p["rate"]) * k}
+    for key in SCALE_KEYS.get(wlname, ()):
+        out[key] = p[key] * k
+    return out
+
+
 def run_workload(wlname, strategies, opts, rate=None, n=None, closed=0,
                  seed=None, slot=0):
-    wl = workloads.generate(wlname, n=n or opts.n, rate=rate or opts.rate,
-                            seed=seed if seed is not None else opts.seed)
+    opts = opts_for(wlname, opts)
+    wl = workloads.generate(wlname,
+                            seed=seed if seed is not None else opts.seed,
+                            **wl_overrides(wlname, opts, n, rate))
     log("== %s, seed %s (%s)" % (wl.name, wl.params["seed"], wl.describe()))
     ideal = ideal_hit_rate(wl.requests, opts.instances * opts.kv_blocks)
     results = []
@@ -1541,8 +1627,10 @@ def mode_demo(opts):
 
 def sweep_point(wlname, strategy, opts, rate, slo, seed=None):
     n = max(60, int(rate * opts.sweep_seconds))
-    wl = workloads.generate(wlname, n=n, rate=rate,
-                            seed=seed if seed is not None else opts.seed)
+    opts = opts_for(wlname, opts)
+    wl = workloads.generate(wlname,
+                            seed=seed if seed is not None else opts.seed,
+                            **wl_overrides(wlname, opts, n, rate))
     r = run_one(strategy, wl, opts, quiet=True, warmup=opts.sweep_warmup)
     good = r["ok"] == r["n"] and r["ttft_p90"] <= slo
     lagged = r["step_lag"] > 0.1 * r["wall"]
@@ -1613,8 +1701,8 @@ def mode_bench(opts):
             for s in main:
                 sweep[s] = sweep_strategy(wlname, s, opts, rates, opts.slo,
                                           seed=per[0]["seed"])
-        write_workload_page(outdir, wlname, per, main, sens, agg, opts, sweep,
-                            rates)
+        write_workload_page(outdir, wlname, per, main, sens, agg,
+                            opts_for(wlname, opts), sweep, rates)
         summary.append((wlname, per, agg, sweep, sens))
         raw[wlname] = {
             "params": per[0]["wl"].params,
@@ -1642,9 +1730,13 @@ def mode_bench(opts):
         lines += ["**prefix_aware was not run: %s was not built.**" % MODULE_SO, ""]
     for wlname, per, agg, sweep, sens in summary:
         lines += ["## %s" % wlname, "", workloads.DESCRIPTIONS.get(wlname, ""),
-                  "", "Seeds %s; first seed: %s" % (
+                  "", "Seeds %s; first seed: %s%s" % (
                       ", ".join(str(sd["seed"]) for sd in per),
-                      per[0]["wl"].describe()), "",
+                      per[0]["wl"].describe(),
+                      "; %d KV blocks per instance" % opts_for(
+                          wlname, opts).kv_blocks
+                      if opts_for(wlname, opts).kv_blocks != opts.kv_blocks
+                      else ""), "",
                   agg_table(agg, main), "", agg_abs_table(agg, main, sweep), ""]
         if sens:
             lines += ["prefix_aware's parameters on the same streams:", "",
@@ -1728,6 +1820,14 @@ def mode_run(opts):
 
 BENCH_STRATEGIES = ALL_STRATEGIES + ["arms", "pooled"]
 
+# the side-by-side with the peers (make bench-peers): every peer, the
+# module's default (pa_v2), index=off (the base arm prefix_aware), round
+# robin, the oracles and the pooled bound
+PEER_STRATEGIES = ["round_robin", "prefix_aware", "pa_v2",
+                   "sglang", "llmd", "llmd@precise=1", "dynamo",
+                   "dynamo@events=0", "prodstack", "aibrix", "dualmap",
+                   "oracle", "oracle@choice=ttft", "pooled"]
+
 PRESETS = {
     # seconds: a small long-context run, round robin vs prefix_aware, and
     # the pooled bound
@@ -1743,6 +1843,12 @@ PRESETS = {
                   n=None, rate=None, kv_blocks=2048, time_scale=0.5, seeds="3"),
     "run": dict(workloads="rag", strategies=",".join(BENCH_STRATEGIES),
                 n=None, rate=None, kv_blocks=2048, time_scale=0.5, seeds="1"),
+    # the peers' table, one per workload (make bench-peers): no sweep, no
+    # sensitivity tables; bench/results/peers<instances>/
+    "peers": dict(workloads=",".join(workloads.NAMES),
+                  strategies=",".join(PEER_STRATEGIES),
+                  n=None, rate=None, kv_blocks=2048, time_scale=0.5,
+                  seeds="3"),
 }
 
 
@@ -1784,6 +1890,12 @@ def main(argv=None):
     ap.add_argument("--closed", type=int, default=0,
                     help="closed loop with this many workers (run mode)")
     ap.add_argument("--instances", type=int, default=4)
+    ap.add_argument("--scale", type=int, default=1,
+                    help="K times the instances, each workload's offered "
+                         "load and requests, and its population (documents, "
+                         "system prompts, files, tenants, adapters, apps): "
+                         "the same load per instance and the cache scaled "
+                         "with the instances (--scale 4: 16 instances)")
     ap.add_argument("--base-port", type=int, default=18400,
                     help="instances on base..base+N-1, the proxy on base+N; "
                          "seed k of a multi-seed run on the k-th block of N+1 "
@@ -1800,7 +1912,9 @@ def main(argv=None):
     ap.add_argument("--request-timeout", type=float, default=300.0)
     ap.add_argument("--max-seconds", type=float, default=1800.0,
                     help="the simulator exits by itself after this (safety)")
-    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--out", default=None,
+                    help="bench/results (bench), bench/results/peersN "
+                         "(peers, N instances)")
     ap.add_argument("--sweep", action="store_true",
                     help="bench: also sweep the rate for the SLO")
     ap.add_argument("--no-sweep", dest="sweep", action="store_false")
@@ -1824,12 +1938,24 @@ def main(argv=None):
     ap.add_argument("--sensitivity-workloads", default="rag,templated")
     ap.set_defaults(sweep=None)
     opts = ap.parse_args(argv)
+    opts.kv_explicit = opts.kv_blocks is not None
+    if opts.scale < 1:
+        sys.exit("run.py: --scale must be >= 1")
+    opts.instances *= opts.scale
+    if opts.out is None:
+        opts.out = os.path.join(HERE, "results", "peers%d" % opts.instances
+                                if opts.mode == "peers" else "")
+    if opts.mode == "peers":
+        if opts.sensitivity is None:
+            opts.sensitivity = ""
     preset = PRESETS[opts.mode]
     for k, v in preset.items():
         if getattr(opts, k, None) is None:
             setattr(opts, k, v)
     if opts.sweep is None:
         opts.sweep = opts.mode == "bench"
+    if opts.mode == "peers":
+        opts.sweep = False
     opts.sweep_mult = [float(x) for x in str(opts.sweep_mult).split(",")]
     try:
         opts.nseeds, opts.seed_list = parse_seeds(opts.seeds)
@@ -1842,7 +1968,7 @@ def main(argv=None):
     t0 = time.monotonic()
     try:
         rc = {"smoke": mode_smoke, "demo": mode_demo, "bench": mode_bench,
-              "run": mode_run}[opts.mode](opts)
+              "run": mode_run, "peers": mode_bench}[opts.mode](opts)
     finally:
         PROCS.stop_all()
     log("run.py %s: %.1f s wall" % (opts.mode, time.monotonic() - t0))

@@ -37,6 +37,13 @@ Workloads (the defaults are in PARAMS; docs/benchmarks.md has a table):
              history grows (vLLM's multi-turn generator: 12..18 turns).
              A key over the first 4096 characters sees one prefix per
              tenant, while the reuse is per user.
+  agentic    tool-calling agents: an app's long system prompt (its tool
+             schemas), a task, then turns; each turn appends the model's
+             tool call and the tool's result (1,000-8,000 tokens) to the
+             history, which grows to 64,000-128,000 tokens over 5-30 tool
+             results; agents start in bursts (several at once), many run
+             together.  Needs an engine cache larger than one context
+             (run.py gives it WORKLOAD_KV_BLOCKS["agentic"] blocks).
 
 Client styles.  Real fleets mix SDKs that serialise the same request
 differently (key order, whitespace).  Each session or user is given a
@@ -127,6 +134,22 @@ PARAMS = {
                                  # user: fixed (reading) + exponential mean
         js_share=0.5,
     ),
+    "agentic": dict(
+        n=400, rate=3.0, seed=8,
+        apps=4,                  # system prompts (tool schemas), shared
+        system_tokens=(2000, 4000),   # uniform per app
+        zipf=0.8,                # app popularity
+        task_tokens=(100, 400),  # the user's task, first message
+        context_tokens=(64000, 128000),  # history an agent grows to
+        tool_results=(5, 30),    # tool results per agent (turns - 1)
+        result_tokens=(1000, 8000),   # one tool result
+        call_tokens=(50, 200),   # the model's tool call (max_tokens)
+        burst=(1, 8),            # agents starting together
+        burst_spread=0.5,        # model seconds over which a burst starts
+        gap=(2.0, 2.0),          # between two turns: fixed (the model's
+                                 # answer) + exponential mean (the tool)
+        js_share=0.5,
+    ),
     "lora": dict(
         n=600, rate=16.0, seed=7,
         adapters=8,              # LoRA adapters of one base model
@@ -153,6 +176,10 @@ DESCRIPTIONS = {
                "by many users, each user 12-18 turns whose history grows",
     "lora": "LoRA adapters: 8 adapters (Zipf-popular), each on 2 of 4 "
             "instances, 3 system prompts of 1000-2500 tokens per adapter",
+    "agentic": "tool-calling agents: 4 apps' tool prompts of 2000-4000 "
+               "tokens, each agent's history growing by tool results of "
+               "1000-8000 tokens to 64k-128k tokens over 5-30 turns, "
+               "agents starting in bursts",
 }
 
 
@@ -499,6 +526,93 @@ def gen_tenants(p):
 
 
 
+def agent_results(rng, p, base):
+    """Sizes (tokens) of one agent's tool results: a target context drawn
+    in context_tokens, a count in tool_results that can reach it with
+    results in result_tokens, sizes drawn in result_tokens and scaled to
+    the target less room for the tool calls, then clipped to
+    result_tokens again (so the context ends a few per cent under the
+    target, or at the bound a count allows)."""
+    lo, hi = p["result_tokens"]
+    target = rng.randint(*p["context_tokens"]) - base
+    kmin, kmax = p["tool_results"]
+    k_lo = max(kmin, -(-target // hi))
+    k_hi = min(kmax, max(k_lo, target // lo))
+    k = rng.randint(min(k_lo, k_hi), k_hi)
+    # room for the tool calls and the messages' headers (so that the
+    # context stays under the target, and under max-model-len)
+    budget = target - k * (p["call_tokens"][1] + 12)
+    sizes = [rng.uniform(lo, hi) for _ in range(k)]
+    f = budget / sum(sizes)
+    return [int(min(hi, max(lo, x * f))) for x in sizes]
+
+
+def gen_agentic(p):
+    """Tool-calling agents (after the agent traces that 2025-26 traffic
+    moved to: a long tool-schema system prompt, a task, then a loop of
+    tool call and tool result, each turn sending the whole history).
+
+    Agent a of app k sends turn 0 = [system_k, task]; after turn j it
+    appends the model's tool call (call_tokens, the turn's max_tokens) and
+    the tool's result (agent_results()), and sends turn j + 1, gap[0] +
+    exp(gap[1]) model seconds later.  Agents start in bursts of burst
+    agents (uniform), spread over burst_spread seconds, bursts arriving as
+    a Poisson process so that the requests arrive at "rate" on average.
+    As in tenants, the stream is a window of a steady state: agents start
+    from one mean agent's length before t = 0 and only requests at t >= 0
+    are sent (an agent that started before t = 0 first sends a history no
+    cache has seen, as after a restart).  group = agent's app,
+    session = agent."""
+    rng = random.Random(p["seed"])
+    systems = []
+    for k in range(p["apps"]):
+        systems.append("App %d. You are an agent with the tools below; call "
+                       "one tool per turn as JSON.\n%s"
+                       % (k, text(rng, rng.randint(*p["system_tokens"]))))
+    pick = Zipf(p["apps"], p["zipf"], rng)
+    kmin, kmax = p["tool_results"]
+    lo, hi = p["result_tokens"]
+    mid = sum(p["context_tokens"]) / 2.0
+    mean_turns = 1 + (max(kmin, math.ceil(mid / hi))
+                      + min(kmax, max(kmin, mid // lo))) / 2.0
+    fixed, think = p["gap"]
+    mean_burst = sum(p["burst"]) / 2.0
+    burst_rate = p["rate"] / mean_turns / mean_burst
+    horizon = p["n"] / p["rate"]
+    reqs = []
+    t0 = -mean_turns * (fixed + think)
+    aid = 0
+    while t0 < horizon or len(reqs) < p["n"]:
+        t0 += rng.expovariate(burst_rate)
+        for _ in range(rng.randint(*p["burst"])):
+            k = pick()
+            style = _style(rng, p)
+            task = "(agent %d) %s" % (aid, text(rng, rng.randint(
+                *p["task_tokens"])))
+            msgs = [{"role": "system", "content": systems[k]},
+                    {"role": "user", "content": task}]
+            base = (len(systems[k]) + len(task)) // BYTES_PER_TOKEN
+            results = agent_results(rng, p, base)
+            t = t0 + rng.uniform(0, p["burst_spread"])
+            for turn in range(len(results) + 1):
+                out = rng.randint(*p["call_tokens"])
+                if t >= 0:
+                    reqs.append(Request(t, aid, turn, "/v1/chat/completions",
+                                        chat_body(msgs, out, style),
+                                        "app%d" % k, out, style))
+                if turn == len(results):
+                    break
+                call = '{"tool": "t%d", "args": "%s"}' % (
+                    rng.randrange(16), text(rng, max(1, out - 12)))
+                msgs = msgs + [
+                    {"role": "assistant", "content": call},
+                    {"role": "tool", "content": text(rng, results[turn])}]
+                t += fixed + rng.expovariate(1.0 / think)
+            aid += 1
+    reqs.sort(key=lambda r: r.t)
+    return reqs[:p["n"]]
+
+
 def adapter_name(k):
     return "lora-%d" % k
 
@@ -554,7 +668,7 @@ def gen_lora(p):
 
 GENERATORS = {"rag": gen_rag, "chat": gen_chat, "templated": gen_templated,
               "code": gen_code, "short": gen_short, "tenants": gen_tenants,
-              "lora": gen_lora}
+              "lora": gen_lora, "agentic": gen_agentic}
 NAMES = list(GENERATORS)
 
 

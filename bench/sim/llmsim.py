@@ -56,6 +56,12 @@ What is modelled (see docs/benchmarks.md for the calibration and sources):
   as the module's index keeps it instead, for trying models of the
   engine's LRU without building them into the module.
 
+* Peers (--front PORT --front-peer NAME): the front routes with the
+  policy of another router (SGLang's gateway, llm-d, Dynamo,
+  production-stack, AIBrix, DualMap: bench/sim/peers.py) instead of the
+  oracle's, reading the instances' queues, KV usage and caches where
+  that router reads the engines'.
+
 Endpoints: POST /v1/chat/completions, POST /v1/completions (SSE with
 "stream": true), POST /invocations (SageMaker; OpenAI chat or completion
 bodies, or {"inputs": ..., "parameters": {...}}, or any other bytes taken
@@ -343,6 +349,10 @@ class Instance:
         # what GET /v1/models lists: the base model, and the adapters of
         # --models (None: any model name is accepted)
         self.models = None
+        # a peer router's view of the request it is handing over (the
+        # front sets it just before calling this instance's handler, which
+        # submits without yielding in between): submit() gives it the Seq
+        self.front_req = None
 
     # model time
     def now(self):
@@ -351,6 +361,9 @@ class Instance:
     def submit(self, data, max_tokens):
         self.next_id += 1
         seq = Seq(self.next_id, data, max_tokens, self.now())
+        if self.front_req is not None:
+            self.front_req.seq = seq
+            self.front_req = None
         self.waiting.append(seq)
         self.m["prompt_tokens"] += seq.prompt_len
         self.wake.set()
@@ -1036,9 +1049,42 @@ class Oracle:
         return held
 
 
+def make_peer_front(insts, apps, args):
+    """An HTTP front that routes with one of the peers' policies
+    (bench/sim/peers.py, --front-peer NAME --front-peer-params k=v,...) and
+    serves through the chosen instance's own handler (no second hop)."""
+    import peers
+    router = peers.make(args.front_peer, insts, args.front_peer_params)
+
+    async def ping(request):
+        return web.Response(text="", headers={"X-Instance": "peer"})
+
+    async def generate(request):
+        body = await request.read()
+        try:
+            data, max_tokens = parse_prompt(request.path, body)[:2]
+        except (ValueError, TypeError):
+            data, max_tokens = body, 128
+        req = peers.Request(data, block_hashes(data), num_tokens(len(data)),
+                            max_tokens)
+        i = router.choose(req)
+        router.routed(i, req)
+        insts[i].front_req = req
+        try:
+            resp = await apps[i]["generate"](request)
+        finally:
+            insts[i].front_req = None
+            router.done(i, req)
+        return resp
+
+    return serving_app(ping, generate)
+
+
 def make_front(insts, apps, args):
     """An HTTP front that routes like Oracle and serves through the chosen
     instance's own handler (no second hop)."""
+    if getattr(args, "front_peer", ""):
+        return make_peer_front(insts, apps, args)
     oracle = Oracle(insts, args)
 
     async def ping(request):
@@ -1189,11 +1235,23 @@ def main(argv=None):
     ap.add_argument("--front-length", type=int, default=8192,
                     help="tokens of the prefix the oracle matches "
                          "(prefix_aware's 32768 characters)")
+    ap.add_argument("--front-peer", default="",
+                    help="route the --front port with a peer's policy "
+                         "instead of the oracle's: sglang, llmd, dynamo, "
+                         "prodstack, aibrix, dualmap (bench/sim/peers.py)")
+    ap.add_argument("--front-peer-params", default="",
+                    help="the peer's parameters, k=v,k=v (peers.py)")
     ap.add_argument("--max-seconds", type=float, default=0,
                     help="exit after this many wall seconds (0: never)")
     args = ap.parse_args(argv)
     if args.time_scale <= 0:
         sys.exit("llmsim: --time-scale must be > 0")
+    if args.front_peer:
+        import peers
+        try:
+            peers.make(args.front_peer, [], args.front_peer_params)
+        except (ValueError, ZeroDivisionError) as e:
+            sys.exit("llmsim: --front-peer: %s" % e)
     asyncio.run(amain(args))
 
 
