@@ -24,14 +24,21 @@
 #                      16 (--scale 4: the same load per instance); results
 #                      in bench/results/peers4/ and peers16/; hours
 #                      (BENCH_PEERS_ARGS='--seeds 5' etc.)
+#   make bench-hosts   many routers, one cluster: round robin and pa_v2
+#                      with 1, 2 and 4 independent nginx hosts in front of
+#                      the same engines (each request to one at random),
+#                      and with 30 % of the requests sent straight to the
+#                      engines (other clients); every workload, 3 seeds;
+#                      results in bench/results/hosts/ (BENCH_HOSTS_ARGS)
 #
 # Debian's python3 (python3-aiohttp, python3-matplotlib), not a pyenv one.
 
 BENCH_PY   ?= /usr/bin/python3
 BENCH_ARGS ?=
 BENCH_PEERS_ARGS ?=
+BENCH_HOSTS_ARGS ?=
 
-.PHONY: demo bench bench-smoke bench-overhead bench-peers
+.PHONY: demo bench bench-smoke bench-overhead bench-peers bench-hosts
 
 demo: module deps-bench
 	$(BENCH_PY) bench/run.py demo $(BENCH_ARGS)
@@ -50,3 +57,6 @@ bench: module deps-bench
 bench-peers: module deps-bench
 	$(BENCH_PY) bench/run.py peers $(BENCH_PEERS_ARGS)
 	$(BENCH_PY) bench/run.py peers --scale 4 $(BENCH_PEERS_ARGS)
+
+bench-hosts: module deps-bench
+	$(BENCH_PY) bench/run.py hosts $(BENCH_HOSTS_ARGS)

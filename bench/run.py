@@ -38,6 +38,7 @@ import json
 import math
 import os
 import platform
+import random
 import re
 import shutil
 import signal
@@ -755,10 +756,32 @@ async def do_request(session, url, req, rec, timeout):
         rec.t_done = time.monotonic()
 
 
+def spread(url, reqs, opts):
+    """The address each request is sent to: `url` (one router), or, with
+    --hosts N, one of N routers chosen at random per request (a layer-4
+    balancer spreads new connections, and each request of the benchmark
+    is a client's connection); with --bypass F, a share F of the requests
+    goes straight to a random engine, as other clients of the engines do.
+    Seeded, so that every strategy of a seed sees the same spread."""
+    urls = url if isinstance(url, list) else [url]
+    engines = getattr(opts, "engine_urls", None) or []
+    bypass = getattr(opts, "bypass", 0.0) or 0.0
+    rnd = random.Random("spread-%s-%d" % (opts.seed, len(reqs)))
+    out = []
+    for _ in reqs:
+        if engines and rnd.random() < bypass:
+            out.append(rnd.choice(engines))
+        else:
+            out.append(urls[rnd.randrange(len(urls))])
+    return out
+
+
 async def drive(url, reqs, opts, closed=0):
     """Replay reqs; open loop at their arrival times (x time scale), or
-    closed loop with `closed` workers each taking whole sessions."""
+    closed loop with `closed` workers each taking whole sessions.  `url`
+    is one router's address or a list of them (--hosts)."""
     recs = [Rec(i) for i in range(len(reqs))]
+    urls = spread(url, reqs, opts)
     conn = aiohttp.TCPConnector(limit=0, force_close=False,
                                 enable_cleanup_closed=True)
     timeout = opts.request_timeout
@@ -774,7 +797,8 @@ async def drive(url, reqs, opts, closed=0):
                 while queue:
                     for i in queue.popleft():
                         recs[i].t_sched = time.monotonic()
-                        await do_request(session, url, reqs[i], recs[i], timeout)
+                        await do_request(session, urls[i], reqs[i], recs[i],
+                                         timeout)
             await asyncio.gather(*(worker() for _ in range(closed)))
         else:
             tasks = []
@@ -786,7 +810,7 @@ async def drive(url, reqs, opts, closed=0):
                     await asyncio.sleep(d)
                 recs[i].t_sched = target
                 tasks.append(asyncio.ensure_future(
-                    do_request(session, url, r, recs[i], timeout)))
+                    do_request(session, urls[i], r, recs[i], timeout)))
             await asyncio.gather(*tasks)
         t1 = time.monotonic()
     return recs, t0, t1
@@ -884,16 +908,29 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
     tmp = tempfile.mkdtemp(prefix="pa-bench-%s-" % strategy)
     os.chmod(tmp, 0o755)
     sim = proxy = None
+    proxies = []
+    hosts = getattr(opts, "hosts", 1) or 1
     try:
         ports = bench_ports(opts, slot)
         sim_ports, pport = ports[:-1], ports[-1]
+        opts.engine_urls = ["http://127.0.0.1:%d" % p for p in sim_ports]
         if is_oracle(strategy) or is_peer(strategy):
             sim = start_sim(tmp, sim_ports, opts, front=pport,
                             front_args=front_args(strategy, opts))
+            hosts = 1
         else:
             sim = start_sim(tmp, sim_ports, opts, pooled=strategy in POOLED)
             proxy = start_proxy(strategy, tmp, pport, sim_ports, opts)
+            proxies.append(proxy)
         url = "http://127.0.0.1:%d" % pport
+        # --hosts N: N routers, each its own nginx (own zones and index),
+        # in front of the same engines
+        urls = [url]
+        for h, hport in enumerate(free_ports(hosts - 1)):
+            htmp = os.path.join(tmp, "host%d" % (h + 1))
+            proxies.append(start_proxy(strategy, htmp, hport, sim_ports,
+                                       opts))
+            urls.append("http://127.0.0.1:%d" % hport)
 
         async def go():
             async with aiohttp.ClientSession() as s:
@@ -903,7 +940,7 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
                         raise RuntimeError("%s: GET /ping -> %d" % (strategy,
                                                                     r.status))
                 before = await scrape(s, sim_ports)
-            recs, t0, t1 = await drive(url, reqs, opts, closed)
+            recs, t0, t1 = await drive(urls, reqs, opts, closed)
             routes = None
             async with aiohttp.ClientSession() as s:
                 after = await scrape(s, sim_ports)
@@ -920,8 +957,10 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
         if opts.trace:
             write_trace(opts.trace, strategy, wl, reqs, recs, t0, opts)
         res["sim_cpu"] = sim_cpu / res["wall"] if res["wall"] else float("nan")
-        if proxy is not None and proxy.poll() is not None:
+        if any(p.poll() is not None for p in proxies):
             res["errors"]["proxy exited"] = 1
+        res["hosts"] = hosts
+        res["bypass"] = getattr(opts, "bypass", 0.0) or 0.0
         if not quiet:
             log("  %-13s ok %d/%d  TTFT p50 %.3f p90 %.3f p99 %.3f s  hit %.1f%%  "
                 "req/inst %s  peak %s  (wall %.1fs, sim lag %.2fs, sim CPU %.0f%%)"
@@ -935,8 +974,8 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
                 log("    prefix_aware routes:", routes)
         return res
     finally:
-        if proxy is not None:
-            PROCS.stop(proxy)
+        for p in proxies:
+            PROCS.stop(p)
         if sim is not None:
             PROCS.stop(sim)
         if opts.keep_tmp:
@@ -1818,6 +1857,104 @@ def mode_run(opts):
     return 0 if ok else 1
 
 
+# --- many routers (make bench-hosts): N independent nginx hosts, and
+# other clients that reach the engines past every router
+
+HOSTS_CONDITIONS = [(1, 0.0), (2, 0.0), (4, 0.0), (1, 0.3)]
+
+
+def hosts_cell(a, key, f="%.2f", scale=1.0):
+    mr = a.get(key) if a else None
+    return fmt_mr(mr, f, scale) if mr else "-"
+
+
+def hosts_table(wlname, by_cond, strategy):
+    """One workload: the module (`strategy`) in each condition, against
+    round robin in the same condition, and against itself with one host
+    and no bypass (the loss the hosts and the other clients cost)."""
+    base = by_cond.get((1, 0.0), {}).get(strategy)
+    lines = ["| hosts | bypass | KV hit | hit - 1 host (points) | "
+             "TTFT P50 x rr | P90 x rr | P99 x rr | P50 s | P90 s | "
+             "P50 x 1 host | P90 x 1 host | max/mean req | errors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for cond in HOSTS_CONDITIONS:
+        a = by_cond.get(cond, {}).get(strategy)
+        if not a:
+            continue
+        d_hit = d50 = d90 = "-"
+        if base and a is not base:
+            h, h0 = a["hit_rate"][0], base["hit_rate"][0]
+            d_hit = "%+.1f" % (100 * (h - h0))
+            d50 = "%.2f" % _div(a["ttft_p50"][0], base["ttft_p50"][0])
+            d90 = "%.2f" % _div(a["ttft_p90"][0], base["ttft_p90"][0])
+        lines.append("| %d | %d %% | %s | %s | %s | %s | %s | %s | %s | %s "
+                     "| %s | %s | %d |" % (
+                         cond[0], round(100 * cond[1]),
+                         hosts_cell(a, "hit_rate", "%.1f", 100),
+                         d_hit, hosts_cell(a, "ttft_p50_rr"),
+                         hosts_cell(a, "ttft_p90_rr"),
+                         hosts_cell(a, "ttft_p99_rr"),
+                         hosts_cell(a, "ttft_p50", "%.3f"),
+                         hosts_cell(a, "ttft_p90", "%.3f"),
+                         d50, d90, hosts_cell(a, "balance_req"),
+                         a["n"] - a["ok"]))
+    return "\n".join(lines)
+
+
+def mode_hosts(opts):
+    """Each workload, each condition of HOSTS_CONDITIONS (or --hosts and
+    --bypass alone when given), the seeds: round robin and the module's
+    default, medians and ranges; bench/results/hosts/ (or --out)."""
+    strategies = strategies_for(opts)
+    strategy = [s for s in strategies if s != "round_robin"][0]
+    conds = HOSTS_CONDITIONS
+    if opts.hosts != 1 or opts.bypass:
+        conds = [(opts.hosts, opts.bypass)]
+    outdir = opts.out or os.path.join(HERE, "results", "hosts")
+    os.makedirs(outdir, exist_ok=True)
+    pages = ["# Many routers, one cluster\n",
+             "%s against round robin, each in the same condition: N "
+             "independent nginx hosts (each its own zones and index) in "
+             "front of the same %d simulated engines, each request sent to "
+             "one host at random (a layer-4 balancer spreading "
+             "connections), and a share of the requests sent straight to "
+             "a random engine (other clients). Medians over the seeds, "
+             "ranges in brackets; `x rr`: the ratio to round robin in the "
+             "same condition and seed; `x 1 host`: the module's TTFT "
+             "against its own with one host and no bypass.\n"
+             % (label(strategy), opts.instances),
+             "Setup: %d simulated instances of %d KV blocks (%d tokens) "
+             "each, time scale %g, each workload at its own offered load; "
+             "the module: `%s`.\n" % (
+                 opts.instances, opts.kv_blocks,
+                 opts.kv_blocks * llmsim.BLOCK_TOKENS, opts.time_scale,
+                 pa_directive(opts, strategy)), ""]
+    raw = {}
+    ok = True
+    for wlname in opts.workloads.split(","):
+        by_cond = {}
+        for hosts, bypass in conds:
+            opts.hosts, opts.bypass = hosts, bypass
+            log("== %s: %d host(s), bypass %.0f %%" % (wlname, hosts,
+                                                        100 * bypass))
+            per = run_seeds(wlname, strategies, opts)
+            for sd in per:
+                ok = check_complete(sd["results"]) and ok
+            by_cond[(hosts, bypass)] = aggregate(per, strategies)
+            raw.setdefault(wlname, {})["%d/%.2f" % (hosts, bypass)] = [
+                {"seed": sd["seed"], "results": strip_ttfts(sd["results"])}
+                for sd in per]
+        pages.append("## %s\n" % wlname)
+        pages.append(hosts_table(wlname, by_cond, strategy))
+        pages.append("")
+        with open(os.path.join(outdir, "summary.md"), "w") as f:
+            f.write("\n".join(pages) + "\n")
+        with open(os.path.join(outdir, "raw.json"), "w") as f:
+            json.dump(raw, f, indent=1, default=str)
+    print("\n".join(pages))
+    return 0 if ok else 1
+
+
 BENCH_STRATEGIES = ALL_STRATEGIES + ["arms", "pooled"]
 
 # the side-by-side with the peers (make bench-peers): every peer, the
@@ -1843,6 +1980,12 @@ PRESETS = {
                   n=None, rate=None, kv_blocks=2048, time_scale=0.5, seeds="3"),
     "run": dict(workloads="rag", strategies=",".join(BENCH_STRATEGIES),
                 n=None, rate=None, kv_blocks=2048, time_scale=0.5, seeds="1"),
+    # many routers, one cluster (make bench-hosts): round robin and the
+    # module's default in each condition of HOSTS_CONDITIONS
+    "hosts": dict(workloads=",".join(workloads.NAMES),
+                  strategies="round_robin,pa_v2",
+                  n=None, rate=None, kv_blocks=2048, time_scale=0.5,
+                  seeds="3"),
     # the peers' table, one per workload (make bench-peers): no sweep, no
     # sensitivity tables; bench/results/peers<instances>/
     "peers": dict(workloads=",".join(workloads.NAMES),
@@ -1900,6 +2043,13 @@ def main(argv=None):
                     help="instances on base..base+N-1, the proxy on base+N; "
                          "seed k of a multi-seed run on the k-th block of N+1 "
                          "ports after (0: any free ports)")
+    ap.add_argument("--hosts", type=int, default=1,
+                    help="N routers (separate nginx instances, own zones "
+                         "and index) in front of the same engines, each "
+                         "request to one of them at random")
+    ap.add_argument("--bypass", type=float, default=0.0,
+                    help="share of requests sent straight to a random "
+                         "engine, past every router (other clients)")
     ap.add_argument("--kv-blocks", type=int)
     ap.add_argument("--time-scale", type=float)
     ap.add_argument("--pa-length", type=int, default=4096)
@@ -1968,7 +2118,8 @@ def main(argv=None):
     t0 = time.monotonic()
     try:
         rc = {"smoke": mode_smoke, "demo": mode_demo, "bench": mode_bench,
-              "run": mode_run, "peers": mode_bench}[opts.mode](opts)
+              "run": mode_run, "peers": mode_bench,
+            "hosts": mode_hosts}[opts.mode](opts)
     finally:
         PROCS.stop_all()
     log("run.py %s: %.1f s wall" % (opts.mode, time.monotonic() - t0))

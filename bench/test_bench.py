@@ -6,6 +6,7 @@ KV cache and cost model, the workloads and the offline ideal cache.
 """
 
 import asyncio
+import collections
 import json
 import os
 import sys
@@ -710,3 +711,37 @@ class TestTrace(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestHosts(unittest.TestCase):
+    """--hosts and --bypass: where each request is sent."""
+
+    class O:
+        seed = 7
+        bypass = 0.3
+        engine_urls = ["e0", "e1", "e2", "e3"]
+
+    def test_spread_over_hosts_and_bypass(self):
+        import run
+        reqs = list(range(4000))
+        urls = run.spread(["h0", "h1", "h2", "h3"], reqs, self.O())
+        n = collections.Counter(urls)
+        bypass = sum(v for k, v in n.items() if k.startswith("e"))
+        self.assertAlmostEqual(bypass / 4000.0, 0.3, delta=0.03)
+        for h in ("h0", "h1", "h2", "h3"):
+            self.assertAlmostEqual(n[h] / 4000.0, 0.7 / 4, delta=0.03)
+        for e in self.O.engine_urls:
+            self.assertGreater(n[e], 0)
+        # the same spread for every strategy of a seed
+        self.assertEqual(urls, run.spread(["h0", "h1", "h2", "h3"], reqs,
+                                          self.O()))
+
+    def test_one_router_no_bypass(self):
+        import run
+
+        class O:
+            seed = 1
+            bypass = 0.0
+            engine_urls = ["e0"]
+        self.assertEqual(run.spread("u", [1, 2, 3], O()), ["u", "u", "u"])
+
