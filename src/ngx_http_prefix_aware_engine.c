@@ -76,6 +76,27 @@ ngx_http_prefix_aware_engine_param(ngx_conf_t *cf,
         return NGX_OK;
     }
 
+    if (ngx_strncmp(value->data, "load=", 5) == 0) {
+        s.data = value->data + 5;
+        s.len = value->len - 5;
+
+        if (s.len == 3 && ngx_strncmp(s.data, "own", 3) == 0) {
+            pacf->engine_load = 0;
+            return NGX_OK;
+        }
+
+        if (s.len == 6 && ngx_strncmp(s.data, "engine", 6) == 0) {
+            pacf->engine_load = 1;
+            return NGX_OK;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid \"load\" value \"%V\" in "
+                           "\"prefix_aware\", it must be \"own\" or "
+                           "\"engine\"", &s);
+        return NGX_ERROR;
+    }
+
     if (ngx_strncmp(value->data, "metrics_interval=", 17) == 0) {
         s.data = value->data + 17;
         s.len = value->len - 17;
@@ -120,6 +141,15 @@ ngx_http_prefix_aware_engine_init(ngx_conf_t *cf,
                            "\"capacity=auto\" in \"prefix_aware\" of "
                            "upstream \"%V\" reads the engines' metrics, it "
                            "cannot go with \"metrics=off\"",
+                           &pacf->upstream->host);
+        return NGX_ERROR;
+    }
+
+    if (pacf->engine_load && (!pacf->metrics || pacf->index_size == 0)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"load=engine\" in \"prefix_aware\" of "
+                           "upstream \"%V\" needs the engines' metrics "
+                           "(\"metrics=\") and the index",
                            &pacf->upstream->host);
         return NGX_ERROR;
     }
@@ -530,6 +560,49 @@ ngx_http_prefix_aware_engine_hold(ngx_http_prefix_aware_engine_poll_t *p,
                   "%ui tokens again", &pacf->names[p->server],
                   &pacf->upstream->host, NGX_HTTP_PREFIX_AWARE_ENGINE_HOLD,
                   pacf->capacity);
+}
+
+
+/*
+ * load=engine: a server's load as its engine last reported it, where that
+ * is more than this nginx counts (other nginx hosts, other clients): its
+ * requests in flight are the running and waiting requests the engine
+ * reported, within two intervals, and its work grows by the requests
+ * added, each at the mean work of this nginx's requests in flight there
+ * (a request of "unit" where it has none)
+ */
+
+void
+ngx_http_prefix_aware_engine_load(ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_uint_t server, uint64_t unit, uint64_t *inflight, uint64_t *work)
+{
+    unsigned                             seen;
+    uint64_t                             n, per;
+    ngx_msec_t                           reported;
+    ngx_http_prefix_aware_shm_server_t  *s;
+
+    s = pacf->shm_server[server];
+    reported = s->engine_reported;
+    seen = (unsigned) s->engine_seen;
+
+    if (reported == 0 || s->engine_failing
+        || !(seen & ((1u << PA_PROM_WAITING) | (1u << PA_PROM_RUNNING)))
+        || (ngx_msec_int_t) (ngx_current_msec - reported)
+           > (ngx_msec_int_t) (2 * pacf->metrics_interval))
+    {
+        return;
+    }
+
+    n = (uint64_t) s->engine_waiting + s->engine_running;
+
+    if (n <= *inflight) {
+        return;
+    }
+
+    per = *inflight ? *work / *inflight : unit;
+
+    *work += (n - *inflight) * per;
+    *inflight = n;
 }
 
 

@@ -649,6 +649,13 @@ ngx_http_prefix_aware_index_probe(void *ctx, uint32_t server,
     load->id_hash = pacf->id_hash[server];
     load->weight = pacf->weights[server];
 
+    if (pacf->engine_load) {
+        ngx_http_prefix_aware_engine_load(pacf, server,
+                                          pacf->length
+                                          + NGX_HTTP_PREFIX_AWARE_DECODE,
+                                          &load->inflight, &load->work);
+    }
+
     return rc;
 }
 
