@@ -768,6 +768,17 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     pacf->length_set = length;
 
+    /* the index records whole blocks of the key's first "length" units */
+
+    if (pacf->index_size && pacf->block > pacf->length) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"block=%ui\" in \"prefix_aware\" is larger "
+                           "than \"length=%ui\": the index would hold no "
+                           "block, lower \"block\" or raise \"length\"",
+                           pacf->block, pacf->length);
+        return NGX_CONF_ERROR;
+    }
+
     uscf = ngx_http_conf_get_module_srv_conf(cf, ngx_http_upstream_module);
 
     if (uscf->servers) {

@@ -7,8 +7,11 @@
 #                        extractor it replaced (from git, FUZZ_REF), for
 #                        FUZZ_SECONDS: both must give the same key
 #   make bench-extract   throughput and memory of the OpenAI extractor
-#   make fuzz-models     libFuzzer on src/pa_models.c (/v1/models answers)
-#                        for FUZZ_SECONDS
+#   make fuzz-models     libFuzzer on src/pa_models.c (/v1/models answers,
+#                        read whole and in pieces) for FUZZ_SECONDS
+#   make fuzz-models-diff  the streaming /v1/models scanner against the
+#                        whole-answer reader it replaced (from git,
+#                        FUZZ_MODELS_REF), for FUZZ_SECONDS
 #
 # The seed corpus fuzz/corpus/openai is only read: new inputs go to
 # $(BUILD)/fuzz/corpus.  A crash is written to fuzz/corpus/openai/crash-*
@@ -106,7 +109,7 @@ bench-extract: $(BENCH_EXTRACT_BIN)
 FUZZ_MODELS_BIN  = $(BUILD)/fuzz/fuzz_models
 FUZZ_MODELS_WORK = $(BUILD)/fuzz/corpus-models
 
-.PHONY: fuzz-models
+.PHONY: fuzz-models fuzz-models-diff
 
 $(FUZZ_MODELS_BIN): fuzz/fuzz_models.c src/pa_models.c src/pa_models.h \
                     src/pa_xxhash.h | fuzz-deps
@@ -117,8 +120,32 @@ fuzz-models: $(FUZZ_MODELS_BIN)
 	@mkdir -p $(FUZZ_MODELS_WORK)
 	@printf '{"object":"list","data":[{"id":"a"},{"id":"b\\u00e9","x":[1,{}]}]}' \
 	    > $(FUZZ_MODELS_WORK)/seed-vllm.json
-	$(FUZZ_MODELS_BIN) -max_len=4096 -timeout=10 -print_final_stats=1 \
-	    -max_total_time=$(FUZZ_SECONDS) $(FUZZ_MODELS_WORK)
+	$(FUZZ_MODELS_BIN) -dict=fuzz/models.dict -max_len=4096 -timeout=10 \
+	    -print_final_stats=1 -max_total_time=$(FUZZ_SECONDS) \
+	    $(FUZZ_MODELS_WORK) fuzz/corpus/models
+
+# the last commit with the whole-answer reader of /v1/models
+FUZZ_MODELS_REF      = 6da205b2548eadff441faba7c2a800860bb13348
+FUZZ_MODELS_DIFF_BIN = $(BUILD)/fuzz/fuzz_models_diff
+FUZZ_MODELS_DIFF_WORK = $(BUILD)/fuzz/corpus-models-diff
+
+$(BUILD)/fuzz/ref_models.o: | fuzz-deps
+	@mkdir -p $(BUILD)/fuzz
+	git show $(FUZZ_MODELS_REF):src/pa_models.c >$(BUILD)/fuzz/ref_models.c
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Dpa_models_parse=ref_models_parse \
+	    -Dpa_models_hash=ref_models_hash -c -o $@ $(BUILD)/fuzz/ref_models.c
+
+$(FUZZ_MODELS_DIFF_BIN): fuzz/fuzz_models_diff.c src/pa_models.c \
+                         src/pa_models.h $(BUILD)/fuzz/ref_models.o | fuzz-deps
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_models_diff.c \
+	    src/pa_models.c $(BUILD)/fuzz/ref_models.o
+
+fuzz-models-diff: $(FUZZ_MODELS_DIFF_BIN)
+	@mkdir -p $(FUZZ_MODELS_DIFF_WORK)
+	@printf '{"object":"list","data":[{"id":"a"},{"id":"b\\u00e9","x":[1,{}]}]}' \
+	    > $(FUZZ_MODELS_DIFF_WORK)/seed-vllm.json
+	$(FUZZ_MODELS_DIFF_BIN) -dict=fuzz/models.dict -max_len=4096 -timeout=10 \
+	    -print_final_stats=1 	    -max_total_time=$(FUZZ_SECONDS) $(FUZZ_MODELS_DIFF_WORK) fuzz/corpus/models
 
 # libFuzzer on src/pa_prom.c (the /metrics reader of the engines' reports)
 # for FUZZ_SECONDS; new inputs in $(BUILD)/fuzz/corpus-prom; fuzz-smoke

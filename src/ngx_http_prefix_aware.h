@@ -398,8 +398,12 @@ typedef struct {
 /* models (declared and discovered) an upstream's zone keeps */
 #define NGX_HTTP_PREFIX_AWARE_MAX_MODELS    128
 
-/* the largest /v1/models answer read */
-#define NGX_HTTP_PREFIX_AWARE_MODELS_BUF    65536
+/* a /v1/models answer is read through this buffer; its headers must fit */
+#define NGX_HTTP_PREFIX_AWARE_MODELS_BUF    16384
+
+/* the largest /v1/models body read (scanned as it comes, not kept) */
+#define NGX_HTTP_PREFIX_AWARE_MODELS_MAX    (4 * 1024 * 1024)
+#define NGX_HTTP_PREFIX_AWARE_MODELS_MAX_TEXT  "4 MB"
 
 /* a server that does not answer keeps its last list this many intervals */
 #define NGX_HTTP_PREFIX_AWARE_MODELS_HOLD   3

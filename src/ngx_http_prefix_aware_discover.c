@@ -24,6 +24,10 @@ typedef struct {
     ngx_buf_t                             *request;
     u_char                                *buf;
     u_char                                *last;
+    off_t                                  size;      /* of the body */
+    ngx_uint_t                             body;      /* headers read */
+    const char                            *error;
+    pa_models_scan_t                       scan;
     ngx_uint_t                             nids;
     uint64_t                              *ids;
     ngx_http_prefix_aware_shm_model_t     *names;     /* scratch, by id */
@@ -36,6 +40,8 @@ static void ngx_http_prefix_aware_models_poll(
     ngx_http_prefix_aware_models_t *m, ngx_uint_t server);
 static void ngx_http_prefix_aware_models_write(ngx_event_t *wev);
 static void ngx_http_prefix_aware_models_read(ngx_event_t *rev);
+static char *ngx_http_prefix_aware_models_head(
+    ngx_http_prefix_aware_poll_t *p);
 static void ngx_http_prefix_aware_models_dummy(ngx_event_t *ev);
 static void ngx_http_prefix_aware_models_id(void *ctx, const unsigned char *id,
     size_t len);
@@ -301,10 +307,17 @@ ngx_http_prefix_aware_models_write(ngx_event_t *wev)
 }
 
 
+/*
+ * HTTP/1.0 was asked: the answer ends when the server closes.  Its
+ * headers must fit the buffer; the body goes to the scanner a buffer at a
+ * time, the buffer being reused
+ */
+
 static void
 ngx_http_prefix_aware_models_read(ngx_event_t *rev)
 {
-    u_char                        *body, *end;
+    char                          *error;
+    u_char                        *end;
     ssize_t                        n;
     ngx_connection_t              *c;
     ngx_http_prefix_aware_poll_t  *p;
@@ -331,11 +344,6 @@ ngx_http_prefix_aware_models_read(ngx_event_t *rev)
     end = p->buf + NGX_HTTP_PREFIX_AWARE_MODELS_BUF;
 
     for ( ;; ) {
-        if (p->last == end) {
-            ngx_http_prefix_aware_models_done(p, "answer over 64 KB");
-            return;
-        }
-
         n = c->recv(c, p->last, end - p->last);
 
         if (n == NGX_AGAIN) {
@@ -355,29 +363,89 @@ ngx_http_prefix_aware_models_read(ngx_event_t *rev)
             break;
         }
 
+        if (p->body) {
+            p->size += n;
+
+            if (p->size > NGX_HTTP_PREFIX_AWARE_MODELS_MAX) {
+                ngx_http_prefix_aware_models_done(p, "answer over "
+                                  NGX_HTTP_PREFIX_AWARE_MODELS_MAX_TEXT);
+                return;
+            }
+
+            if (pa_models_feed(&p->scan, p->buf, n) != 0) {
+                ngx_http_prefix_aware_models_done(p, "not a list of models");
+                return;
+            }
+
+            continue;
+        }
+
         p->last += n;
+
+        error = ngx_http_prefix_aware_models_head(p);
+
+        if (error) {
+            ngx_http_prefix_aware_models_done(p, error);
+            return;
+        }
     }
 
-    /* HTTP/1.0 was asked: the answer ends when the server closes */
+    if (!p->body) {
+        ngx_http_prefix_aware_models_done(p, (p->last - p->buf >= 12)
+                                             ? "unexpected answer"
+                                             : "status is not 200");
+        return;
+    }
+
+    if (pa_models_finish(&p->scan, NULL) < 0) {
+        ngx_http_prefix_aware_models_done(p, "not a list of models");
+        return;
+    }
+
+    ngx_http_prefix_aware_models_done(p, NULL);
+}
+
+
+/*
+ * the headers, once they are in the buffer: a 200 without a transfer
+ * coding (HTTP/1.0 was asked); the body bytes read with them go to the
+ * scanner, and the buffer is the body's from then on.  NULL: go on
+ */
+
+static char *
+ngx_http_prefix_aware_models_head(ngx_http_prefix_aware_poll_t *p)
+{
+    u_char  *body;
+    size_t   n;
 
     n = p->last - p->buf;
 
-    if (n < 12 || ngx_strncmp(p->buf, "HTTP/1.", 7) != 0
-        || ngx_strncmp(p->buf + 8, " 200", 4) != 0)
+    if (n >= 12
+        && (ngx_strncmp(p->buf, "HTTP/1.", 7) != 0
+            || ngx_strncmp(p->buf + 8, " 200", 4) != 0))
     {
-        ngx_http_prefix_aware_models_done(p, "status is not 200");
-        return;
+        return "status is not 200";
     }
 
     body = ngx_strlcasestrn(p->buf, p->last, (u_char *) CRLF CRLF, 4 - 1);
 
-    if (body == NULL
-        || ngx_strlcasestrn(p->buf, body,
-                            (u_char *) "transfer-encoding:", 18 - 1)
-           != NULL)
+    if (body == NULL) {
+        if (p->last == p->buf + NGX_HTTP_PREFIX_AWARE_MODELS_BUF) {
+            return "headers over the buffer";
+        }
+
+        return NULL;
+    }
+
+    if (n < 12) {
+        return "status is not 200";
+    }
+
+    if (ngx_strlcasestrn(p->buf, body, (u_char *) "transfer-encoding:",
+                         18 - 1)
+        != NULL)
     {
-        ngx_http_prefix_aware_models_done(p, "unexpected answer");
-        return;
+        return "a transfer coding in an answer to HTTP/1.0";
     }
 
     body += 4;
@@ -388,19 +456,25 @@ ngx_http_prefix_aware_models_read(ngx_event_t *rev)
                               * sizeof(ngx_http_prefix_aware_shm_model_t));
 
     if (p->ids == NULL || p->names == NULL) {
-        ngx_http_prefix_aware_models_done(p, "no memory");
-        return;
+        return "no memory";
     }
 
-    if (pa_models_parse(body, p->last - body, ngx_http_prefix_aware_models_id,
-                        p, NULL)
-        < 0)
-    {
-        ngx_http_prefix_aware_models_done(p, "not a list of models");
-        return;
+    pa_models_init(&p->scan, ngx_http_prefix_aware_models_id, p);
+
+    p->body = 1;
+    p->size = p->last - body;
+
+    if (p->size > NGX_HTTP_PREFIX_AWARE_MODELS_MAX) {
+        return "answer over " NGX_HTTP_PREFIX_AWARE_MODELS_MAX_TEXT;
     }
 
-    ngx_http_prefix_aware_models_done(p, NULL);
+    if (pa_models_feed(&p->scan, body, p->last - body) != 0) {
+        return "not a list of models";
+    }
+
+    p->last = p->buf;
+
+    return NULL;
 }
 
 
@@ -451,6 +525,8 @@ ngx_http_prefix_aware_models_done(ngx_http_prefix_aware_poll_t *p,
                        "prefix_aware models: server %ui: %s",
                        p->server, error);
     }
+
+    p->error = error;
 
     ngx_http_prefix_aware_models_apply(p, error == NULL);
 
@@ -556,8 +632,8 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
         if (!rec->failing) {
             ngx_log_error(NGX_LOG_WARN, m->timer.log, 0,
                           "prefix_aware: server \"%V\" of upstream \"%V\" "
-                          "does not list its models", name,
-                          &m->pacf->upstream->host);
+                          "does not list its models: %s", name,
+                          &m->pacf->upstream->host, p->error);
         }
 
         rec->failing = 1;

@@ -2,12 +2,15 @@
 /*
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
- * The ids of a /v1/models answer, read by a small recursive-descent JSON
- * reader over the whole body: no tree, no allocation; the only copy is
- * the id being decoded, in a buffer of PA_MODELS_ID_MAX bytes.  Strings
- * are decoded as the OpenAI body's "model" is (escapes undone, \u
- * escapes to UTF-8), so that an id and a request's model compare equal
- * by their bytes, and by pa_models_hash().
+ * The ids of a /v1/models answer, read by a push scanner as the answer
+ * arrives: a state machine over each byte, with the nesting kept as a bit
+ * per level (PA_MODELS_MAX_DEPTH levels at most), so that an answer of
+ * any size is read in the same few hundred bytes: no tree, no buffer of
+ * the answer, no allocation.  The only copy is the string being decoded,
+ * kept up to PA_MODELS_ID_MAX bytes.  Strings are decoded as the OpenAI
+ * body's "model" is (escapes undone, \u escapes to UTF-8), so that an id
+ * and a request's model compare equal by their bytes, and by
+ * pa_models_hash().
  */
 
 
@@ -18,121 +21,157 @@
 #include "pa_models.h"
 
 
-typedef struct {
-    const unsigned char  *p;
-    const unsigned char  *end;
-    int                   depth;
-    size_t                len;        /* of the decoded string, or more */
-    unsigned char         buf[PA_MODELS_ID_MAX];
-} pa_models_rd_t;
+/* where the scanner is */
+enum {
+    PA_MODELS_START = 0,        /* before the top-level object */
+    PA_MODELS_KEY_OR_CLOSE,     /* after '{' */
+    PA_MODELS_KEY,              /* after ',' in an object */
+    PA_MODELS_COLON,            /* after a member's name */
+    PA_MODELS_VALUE_OR_CLOSE,   /* after '[' */
+    PA_MODELS_VALUE,            /* after ':' or ',' in an array */
+    PA_MODELS_AFTER,            /* after a value: ',' or the close */
+    PA_MODELS_STRING,
+    PA_MODELS_NUMBER,
+    PA_MODELS_LITERAL,
+    PA_MODELS_DONE,             /* after the top-level object */
+    PA_MODELS_ERROR
+};
+
+/* in a string */
+enum {
+    PA_MODELS_CHAR = 0,
+    PA_MODELS_ESC,              /* after '\' */
+    PA_MODELS_HEX,              /* in the 4 digits of \u */
+    PA_MODELS_LOW_BS,           /* after a high surrogate: its '\' */
+    PA_MODELS_LOW_U             /* and its 'u' */
+};
+
+/* in a number (RFC 8259: -? (0 | [1-9][0-9]*) (.[0-9]+)? ([eE][+-]?[0-9]+)?) */
+enum {
+    PA_MODELS_MINUS = 0,
+    PA_MODELS_ZERO,
+    PA_MODELS_INT,
+    PA_MODELS_DOT,
+    PA_MODELS_FRAC,
+    PA_MODELS_E,
+    PA_MODELS_ESIGN,
+    PA_MODELS_EXP
+};
+
+/* what the value after a member's name is */
+enum {
+    PA_MODELS_ANY = 0,
+    PA_MODELS_DATA,             /* of the top-level "data": an array */
+    PA_MODELS_ID                /* of an element's "id" */
+};
 
 
-static void pa_models_ws(pa_models_rd_t *rd);
-static int pa_models_value(pa_models_rd_t *rd);
-static int pa_models_string(pa_models_rd_t *rd);
-static int pa_models_hex(pa_models_rd_t *rd, uint32_t *cp);
-static void pa_models_put(pa_models_rd_t *rd, const unsigned char *s,
+static int pa_models_byte(pa_models_scan_t *s, unsigned char c);
+static int pa_models_value(pa_models_scan_t *s, unsigned char c);
+static int pa_models_open(pa_models_scan_t *s, int object);
+static int pa_models_close(pa_models_scan_t *s, unsigned char c);
+static int pa_models_string(pa_models_scan_t *s, unsigned char c);
+static int pa_models_string_end(pa_models_scan_t *s);
+static int pa_models_number(pa_models_scan_t *s, unsigned char c);
+static void pa_models_put(pa_models_scan_t *s, const unsigned char *p,
     size_t n);
-static int pa_models_number(pa_models_rd_t *rd);
-static int pa_models_literal(pa_models_rd_t *rd, const char *lit);
-static int pa_models_data(pa_models_rd_t *rd, pa_models_id_pt id, void *ctx,
-    size_t *skipped);
-static int pa_models_is(pa_models_rd_t *rd, const char *lit);
-static int pa_models_next(pa_models_rd_t *rd, unsigned char close);
+static void pa_models_utf8(pa_models_scan_t *s, uint32_t cp);
+static int pa_models_is(pa_models_scan_t *s, const char *lit);
+
+
+void
+pa_models_init(pa_models_scan_t *s, pa_models_id_pt id, void *ctx)
+{
+    memset(s, 0, sizeof(pa_models_scan_t));
+
+    s->id = id;
+    s->ctx = ctx;
+    s->state = PA_MODELS_START;
+}
+
+
+int
+pa_models_feed(pa_models_scan_t *s, const unsigned char *p, size_t n)
+{
+    const unsigned char  *q, *end;
+
+    end = p + n;
+
+    while (p < end) {
+
+        if (s->state == PA_MODELS_ERROR) {
+            return -1;
+        }
+
+        /* the bulk of an answer: the plain bytes of strings */
+
+        if (s->state == PA_MODELS_STRING && s->sub == PA_MODELS_CHAR
+            && *p != '"' && *p != '\\' && *p >= 0x20)
+        {
+            q = p;
+
+            while (q < end && *q != '"' && *q != '\\' && *q >= 0x20) {
+                q++;
+            }
+
+            pa_models_put(s, p, q - p);
+            p = q;
+            continue;
+        }
+
+        switch (pa_models_byte(s, *p)) {
+
+        case 0:
+            p++;
+            break;
+
+        case 1:
+            /* the byte ended a number: it is read again after it */
+            break;
+
+        default:
+            s->state = PA_MODELS_ERROR;
+            return -1;
+        }
+    }
+
+    return (s->state == PA_MODELS_ERROR) ? -1 : 0;
+}
+
+
+int
+pa_models_finish(pa_models_scan_t *s, size_t *skipped)
+{
+    if (skipped) {
+        *skipped = s->skipped;
+    }
+
+    if (s->state != PA_MODELS_DONE || !s->data) {
+        return -1;
+    }
+
+    return s->ids;
+}
 
 
 int
 pa_models_parse(const unsigned char *p, size_t n, pa_models_id_pt id,
     void *ctx, size_t *skipped)
 {
-    int             ids, rc, data;
-    size_t          dummy;
-    pa_models_rd_t  rd;
+    int               rc;
+    pa_models_scan_t  s;
 
-    rd.p = p;
-    rd.end = p + n;
-    rd.depth = 1;
-    rd.len = 0;
+    pa_models_init(&s, id, ctx);
 
-    if (skipped == NULL) {
-        skipped = &dummy;
+    (void) pa_models_feed(&s, p, n);
+
+    rc = pa_models_finish(&s, skipped);
+
+    if (rc < 0 && skipped) {
+        *skipped = 0;
     }
 
-    *skipped = 0;
-    ids = 0;
-    data = 0;
-
-    pa_models_ws(&rd);
-
-    if (rd.p == rd.end || *rd.p++ != '{') {
-        return -1;
-    }
-
-    pa_models_ws(&rd);
-
-    if (rd.p < rd.end && *rd.p == '}') {
-        rd.p++;
-        goto end;
-    }
-
-    for ( ;; ) {
-        if (rd.p == rd.end || *rd.p != '"' || pa_models_string(&rd) != 0) {
-            return -1;
-        }
-
-        pa_models_ws(&rd);
-
-        if (rd.p == rd.end || *rd.p++ != ':') {
-            return -1;
-        }
-
-        pa_models_ws(&rd);
-
-        if (pa_models_is(&rd, "data")) {
-            if (rd.p == rd.end || *rd.p != '[') {
-                return -1;
-            }
-
-            rc = pa_models_data(&rd, id, ctx, skipped);
-            if (rc < 0) {
-                return -1;
-            }
-
-            ids += rc;
-            data = 1;
-
-        } else if (pa_models_value(&rd) != 0) {
-            return -1;
-        }
-
-        pa_models_ws(&rd);
-
-        if (rd.p == rd.end) {
-            return -1;
-        }
-
-        if (*rd.p == ',') {
-            rd.p++;
-            pa_models_ws(&rd);
-            continue;
-        }
-
-        if (*rd.p++ != '}') {
-            return -1;
-        }
-
-        break;
-    }
-
-end:
-
-    pa_models_ws(&rd);
-
-    if (rd.p != rd.end || !data) {
-        return -1;
-    }
-
-    return ids;
+    return rc;
 }
 
 
@@ -147,276 +186,252 @@ pa_models_hash(const unsigned char *name, size_t len)
 }
 
 
-/* the elements of "data": objects whose string "id" is given */
+/* one byte: 0 read, 1 to be read again (it ended a number), -1 refused */
 
 static int
-pa_models_data(pa_models_rd_t *rd, pa_models_id_pt id, void *ctx,
-    size_t *skipped)
+pa_models_byte(pa_models_scan_t *s, unsigned char c)
 {
-    int  rc, ids, found;
+    int  object;
 
-    ids = 0;
+    switch (s->state) {
 
-    if (++rd->depth > PA_MODELS_MAX_DEPTH) {
-        return -1;
+    case PA_MODELS_STRING:
+        return pa_models_string(s, c);
+
+    case PA_MODELS_NUMBER:
+        return pa_models_number(s, c);
+
+    case PA_MODELS_LITERAL:
+        if (c != (unsigned char) s->lit[s->sub]) {
+            return -1;
+        }
+
+        if (s->lit[++s->sub] == '\0') {
+            s->state = PA_MODELS_AFTER;
+        }
+
+        return 0;
+
+    default:
+        break;
     }
 
-    rd->p++;                                      /* '[' */
-    pa_models_ws(rd);
-
-    if (rd->p < rd->end && *rd->p == ']') {
-        rd->p++;
-        rd->depth--;
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
         return 0;
     }
 
-    for ( ;; ) {
-        if (rd->p == rd->end) {
+    switch (s->state) {
+
+    case PA_MODELS_START:
+        if (c != '{') {
             return -1;
         }
 
-        if (*rd->p != '{') {
-            if (pa_models_value(rd) != 0) {
-                return -1;
-            }
+        return pa_models_open(s, 1);
 
-            (*skipped)++;
-            goto next;
+    case PA_MODELS_KEY_OR_CLOSE:
+        if (c == '}') {
+            return pa_models_close(s, c);
         }
 
-        if (++rd->depth > PA_MODELS_MAX_DEPTH) {
+        /* fall through */
+
+    case PA_MODELS_KEY:
+        if (c != '"') {
             return -1;
         }
 
-        rd->p++;
-        pa_models_ws(rd);
-        found = 0;
+        s->state = PA_MODELS_STRING;
+        s->sub = PA_MODELS_CHAR;
+        s->key = 1;
+        s->is_id = 0;
+        s->len = 0;
+        return 0;
 
-        if (rd->p < rd->end && *rd->p == '}') {
-            rd->p++;
-            rd->depth--;
-            (*skipped)++;
-            goto next;
-        }
-
-        for ( ;; ) {
-            if (rd->p == rd->end || *rd->p != '"'
-                || pa_models_string(rd) != 0)
-            {
-                return -1;
-            }
-
-            pa_models_ws(rd);
-
-            if (rd->p == rd->end || *rd->p++ != ':') {
-                return -1;
-            }
-
-            pa_models_ws(rd);
-
-            if (pa_models_is(rd, "id") && rd->p < rd->end && *rd->p == '"') {
-                if (pa_models_string(rd) != 0) {
-                    return -1;
-                }
-
-                if (rd->len <= PA_MODELS_ID_MAX && rd->len > 0) {
-                    id(ctx, rd->buf, rd->len);
-                    ids++;
-                    found = 1;
-                }
-
-            } else if (pa_models_value(rd) != 0) {
-                return -1;
-            }
-
-            rc = pa_models_next(rd, '}');
-
-            if (rc < 0) {
-                return -1;
-            }
-
-            if (rc == 0) {
-                break;
-            }
-        }
-
-        rd->depth--;
-
-        if (!found) {
-            (*skipped)++;
-        }
-
-    next:
-
-        rc = pa_models_next(rd, ']');
-
-        if (rc < 0) {
+    case PA_MODELS_COLON:
+        if (c != ':') {
             return -1;
         }
 
-        if (rc == 0) {
-            break;
-        }
-    }
+        s->state = PA_MODELS_VALUE;
+        return 0;
 
-    rd->depth--;
-
-    return ids;
-}
-
-
-/* the string just read (in rd->buf) is "lit" */
-
-static int
-pa_models_is(pa_models_rd_t *rd, const char *lit)
-{
-    size_t  n;
-
-    n = strlen(lit);
-
-    return rd->len == n && memcmp(rd->buf, lit, n) == 0;
-}
-
-
-/*
- * after a member or an element: 1 at a comma (and the white space after
- * it), 0 at "close", -1 at anything else or the end
- */
-
-static int
-pa_models_next(pa_models_rd_t *rd, unsigned char close)
-{
-    pa_models_ws(rd);
-
-    if (rd->p == rd->end) {
-        return -1;
-    }
-
-    if (*rd->p == ',') {
-        rd->p++;
-        pa_models_ws(rd);
-        return 1;
-    }
-
-    return (*rd->p++ == close) ? 0 : -1;
-}
-
-
-static void
-pa_models_ws(pa_models_rd_t *rd)
-{
-    while (rd->p < rd->end
-           && (*rd->p == ' ' || *rd->p == '\t' || *rd->p == '\n'
-               || *rd->p == '\r'))
-    {
-        rd->p++;
-    }
-}
-
-
-/* any value, checked and passed over */
-
-static int
-pa_models_value(pa_models_rd_t *rd)
-{
-    int            rc;
-    unsigned char  close;
-
-    if (rd->p == rd->end) {
-        return -1;
-    }
-
-    switch (*rd->p) {
-
-    case '"':
-        return pa_models_string(rd);
-
-    case '{':
-    case '[':
-        close = (*rd->p == '{') ? '}' : ']';
-
-        if (++rd->depth > PA_MODELS_MAX_DEPTH) {
-            return -1;
+    case PA_MODELS_VALUE_OR_CLOSE:
+        if (c == ']') {
+            return pa_models_close(s, c);
         }
 
-        rd->p++;
-        pa_models_ws(rd);
+        /* fall through */
 
-        if (rd->p < rd->end && *rd->p == close) {
-            rd->p++;
-            rd->depth--;
+    case PA_MODELS_VALUE:
+        return pa_models_value(s, c);
+
+    case PA_MODELS_AFTER:
+        object = (s->objects >> (s->depth - 1)) & 1;
+
+        if (c == ',') {
+            s->state = object ? PA_MODELS_KEY : PA_MODELS_VALUE;
             return 0;
         }
 
-        for ( ;; ) {
-            if (close == '}') {
-                if (rd->p == rd->end || *rd->p != '"'
-                    || pa_models_string(rd) != 0)
-                {
-                    return -1;
-                }
-
-                pa_models_ws(rd);
-
-                if (rd->p == rd->end || *rd->p++ != ':') {
-                    return -1;
-                }
-
-                pa_models_ws(rd);
-            }
-
-            if (pa_models_value(rd) != 0) {
-                return -1;
-            }
-
-            rc = pa_models_next(rd, close);
-
-            if (rc <= 0) {
-                if (rc == 0) {
-                    rd->depth--;
-                }
-
-                return rc;
-            }
+        if (c != (object ? '}' : ']')) {
+            return -1;
         }
 
-    case 't':
-        return pa_models_literal(rd, "true");
+        return pa_models_close(s, c);
 
-    case 'f':
-        return pa_models_literal(rd, "false");
-
-    case 'n':
-        return pa_models_literal(rd, "null");
-
-    default:
-        return pa_models_number(rd);
+    default:    /* PA_MODELS_DONE: white space only */
+        return -1;
     }
 }
 
 
-/*
- * a string at rd->p (its opening quote), decoded into rd->buf; rd->len is
- * its decoded length, which may exceed what rd->buf kept
- */
+/* the first byte of a value */
 
 static int
-pa_models_string(pa_models_rd_t *rd)
+pa_models_value(pa_models_scan_t *s, unsigned char c)
 {
-    uint32_t        cp, lo;
-    unsigned char   c, u[4];
+    int  role;
 
-    rd->p++;
-    rd->len = 0;
+    role = s->role;
+    s->role = PA_MODELS_ANY;
 
-    for ( ;; ) {
-        if (rd->p == rd->end) {
+    if (role == PA_MODELS_DATA && c != '[') {
+        return -1;
+    }
+
+    /* an element of "data": an object is looked into, else passed over */
+
+    if (s->in_data && s->depth == 2) {
+        if (c == '{') {
+            s->found = 0;
+
+        } else {
+            s->skipped++;
+        }
+    }
+
+    switch (c) {
+
+    case '{':
+        return pa_models_open(s, 1);
+
+    case '[':
+        if (pa_models_open(s, 0) != 0) {
             return -1;
         }
 
-        c = *rd->p++;
+        if (role == PA_MODELS_DATA) {
+            s->in_data = 1;
+            s->data = 1;
+        }
 
+        return 0;
+
+    case '"':
+        s->state = PA_MODELS_STRING;
+        s->sub = PA_MODELS_CHAR;
+        s->key = 0;
+        s->is_id = (role == PA_MODELS_ID);
+        s->len = 0;
+        return 0;
+
+    case 't':
+        s->lit = "true";
+        break;
+
+    case 'f':
+        s->lit = "false";
+        break;
+
+    case 'n':
+        s->lit = "null";
+        break;
+
+    case '-':
+        s->state = PA_MODELS_NUMBER;
+        s->sub = PA_MODELS_MINUS;
+        return 0;
+
+    case '0':
+        s->state = PA_MODELS_NUMBER;
+        s->sub = PA_MODELS_ZERO;
+        return 0;
+
+    default:
+        if (c < '1' || c > '9') {
+            return -1;
+        }
+
+        s->state = PA_MODELS_NUMBER;
+        s->sub = PA_MODELS_INT;
+        return 0;
+    }
+
+    s->state = PA_MODELS_LITERAL;
+    s->sub = 1;
+
+    return 0;
+}
+
+
+static int
+pa_models_open(pa_models_scan_t *s, int object)
+{
+    if (s->depth == PA_MODELS_MAX_DEPTH) {
+        return -1;
+    }
+
+    if (object) {
+        s->objects |= (uint32_t) 1 << s->depth;
+        s->state = PA_MODELS_KEY_OR_CLOSE;
+
+    } else {
+        s->objects &= ~((uint32_t) 1 << s->depth);
+        s->state = PA_MODELS_VALUE_OR_CLOSE;
+    }
+
+    s->depth++;
+
+    return 0;
+}
+
+
+static int
+pa_models_close(pa_models_scan_t *s, unsigned char c)
+{
+    if (s->in_data) {
+        if (s->depth == 3 && c == '}' && !s->found) {
+            s->skipped++;
+
+        } else if (s->depth == 2) {
+            s->in_data = 0;
+        }
+    }
+
+    s->depth--;
+    s->state = (s->depth == 0) ? PA_MODELS_DONE : PA_MODELS_AFTER;
+
+    return 0;
+}
+
+
+/* a byte of a string other than a run of plain ones */
+
+static int
+pa_models_string(pa_models_scan_t *s, unsigned char c)
+{
+    uint32_t  v;
+
+    switch (s->sub) {
+
+    case PA_MODELS_CHAR:
         if (c == '"') {
+            return pa_models_string_end(s);
+        }
+
+        if (c == '\\') {
+            s->sub = PA_MODELS_ESC;
             return 0;
         }
 
@@ -424,17 +439,10 @@ pa_models_string(pa_models_rd_t *rd)
             return -1;
         }
 
-        if (c != '\\') {
-            pa_models_put(rd, &c, 1);
-            continue;
-        }
+        pa_models_put(s, &c, 1);
+        return 0;
 
-        if (rd->p == rd->end) {
-            return -1;
-        }
-
-        c = *rd->p++;
-
+    case PA_MODELS_ESC:
         switch (c) {
         case '"':
         case '\\':
@@ -457,172 +465,254 @@ pa_models_string(pa_models_rd_t *rd)
             break;
 
         case 'u':
-            if (pa_models_hex(rd, &cp) != 0) {
-                return -1;
-            }
-
-            if (cp >= 0xdc00 && cp <= 0xdfff) {
-                return -1;
-            }
-
-            if (cp >= 0xd800 && cp <= 0xdbff) {
-                if (rd->end - rd->p < 2 || rd->p[0] != '\\'
-                    || rd->p[1] != 'u')
-                {
-                    return -1;
-                }
-
-                rd->p += 2;
-
-                if (pa_models_hex(rd, &lo) != 0
-                    || lo < 0xdc00 || lo > 0xdfff)
-                {
-                    return -1;
-                }
-
-                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-            }
-
-            if (cp < 0x80) {
-                u[0] = (unsigned char) cp;
-                pa_models_put(rd, u, 1);
-
-            } else if (cp < 0x800) {
-                u[0] = (unsigned char) (0xc0 | (cp >> 6));
-                u[1] = (unsigned char) (0x80 | (cp & 0x3f));
-                pa_models_put(rd, u, 2);
-
-            } else if (cp < 0x10000) {
-                u[0] = (unsigned char) (0xe0 | (cp >> 12));
-                u[1] = (unsigned char) (0x80 | ((cp >> 6) & 0x3f));
-                u[2] = (unsigned char) (0x80 | (cp & 0x3f));
-                pa_models_put(rd, u, 3);
-
-            } else {
-                u[0] = (unsigned char) (0xf0 | (cp >> 18));
-                u[1] = (unsigned char) (0x80 | ((cp >> 12) & 0x3f));
-                u[2] = (unsigned char) (0x80 | ((cp >> 6) & 0x3f));
-                u[3] = (unsigned char) (0x80 | (cp & 0x3f));
-                pa_models_put(rd, u, 4);
-            }
-
-            continue;
+            s->sub = PA_MODELS_HEX;
+            s->cp = 0;
+            s->hex = 0;
+            return 0;
 
         default:
             return -1;
         }
 
-        pa_models_put(rd, &c, 1);
-    }
-}
+        pa_models_put(s, &c, 1);
+        s->sub = PA_MODELS_CHAR;
+        return 0;
 
-
-static int
-pa_models_hex(pa_models_rd_t *rd, uint32_t *cp)
-{
-    int            i;
-    unsigned char  c;
-
-    if (rd->end - rd->p < 4) {
-        return -1;
-    }
-
-    *cp = 0;
-
-    for (i = 0; i < 4; i++) {
-        c = *rd->p++;
-
+    case PA_MODELS_HEX:
         if (c >= '0' && c <= '9') {
-            *cp = (*cp << 4) | (uint32_t) (c - '0');
+            v = c - '0';
 
         } else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
-            *cp = (*cp << 4) | (uint32_t) ((c | 0x20) - 'a' + 10);
+            v = (c | 0x20) - 'a' + 10;
 
         } else {
             return -1;
         }
+
+        s->cp = (s->cp << 4) | v;
+
+        if (++s->hex < 4) {
+            return 0;
+        }
+
+        if (s->hi) {
+            if (s->cp < 0xdc00 || s->cp > 0xdfff) {
+                return -1;
+            }
+
+            pa_models_utf8(s, 0x10000 + ((s->hi - 0xd800) << 10)
+                              + (s->cp - 0xdc00));
+            s->hi = 0;
+
+        } else if (s->cp >= 0xdc00 && s->cp <= 0xdfff) {
+            return -1;
+
+        } else if (s->cp >= 0xd800 && s->cp <= 0xdbff) {
+            s->hi = s->cp;
+            s->sub = PA_MODELS_LOW_BS;
+            return 0;
+
+        } else {
+            pa_models_utf8(s, s->cp);
+        }
+
+        s->sub = PA_MODELS_CHAR;
+        return 0;
+
+    case PA_MODELS_LOW_BS:
+        if (c != '\\') {
+            return -1;
+        }
+
+        s->sub = PA_MODELS_LOW_U;
+        return 0;
+
+    default:    /* PA_MODELS_LOW_U */
+        if (c != 'u') {
+            return -1;
+        }
+
+        s->sub = PA_MODELS_HEX;
+        s->cp = 0;
+        s->hex = 0;
+        return 0;
+    }
+}
+
+
+/* the closing quote: a member's name says what its value is */
+
+static int
+pa_models_string_end(pa_models_scan_t *s)
+{
+    if (s->key) {
+        s->state = PA_MODELS_COLON;
+
+        if (s->depth == 1 && pa_models_is(s, "data")) {
+            s->role = PA_MODELS_DATA;
+
+        } else if (s->depth == 3 && s->in_data && pa_models_is(s, "id")) {
+            s->role = PA_MODELS_ID;
+
+        } else {
+            s->role = PA_MODELS_ANY;
+        }
+
+        return 0;
     }
 
+    if (s->is_id && s->len > 0 && s->len <= PA_MODELS_ID_MAX) {
+        s->id(s->ctx, s->buf, s->len);
+        s->ids++;
+        s->found = 1;
+    }
+
+    s->state = PA_MODELS_AFTER;
+
     return 0;
+}
+
+
+/* a byte after the first of a number: 1 if it ended the number */
+
+static int
+pa_models_number(pa_models_scan_t *s, unsigned char c)
+{
+    int  digit;
+
+    digit = (c >= '0' && c <= '9');
+
+    switch (s->sub) {
+
+    case PA_MODELS_MINUS:
+        if (!digit) {
+            return -1;
+        }
+
+        s->sub = (c == '0') ? PA_MODELS_ZERO : PA_MODELS_INT;
+        return 0;
+
+    case PA_MODELS_INT:
+        if (digit) {
+            return 0;
+        }
+
+        /* fall through */
+
+    case PA_MODELS_ZERO:
+        if (c == '.') {
+            s->sub = PA_MODELS_DOT;
+            return 0;
+        }
+
+        if (c == 'e' || c == 'E') {
+            s->sub = PA_MODELS_E;
+            return 0;
+        }
+
+        break;
+
+    case PA_MODELS_DOT:
+        if (!digit) {
+            return -1;
+        }
+
+        s->sub = PA_MODELS_FRAC;
+        return 0;
+
+    case PA_MODELS_FRAC:
+        if (digit) {
+            return 0;
+        }
+
+        if (c == 'e' || c == 'E') {
+            s->sub = PA_MODELS_E;
+            return 0;
+        }
+
+        break;
+
+    case PA_MODELS_E:
+        if (c == '+' || c == '-') {
+            s->sub = PA_MODELS_ESIGN;
+            return 0;
+        }
+
+        /* fall through */
+
+    case PA_MODELS_ESIGN:
+        if (!digit) {
+            return -1;
+        }
+
+        s->sub = PA_MODELS_EXP;
+        return 0;
+
+    default:    /* PA_MODELS_EXP */
+        if (digit) {
+            return 0;
+        }
+
+        break;
+    }
+
+    s->state = PA_MODELS_AFTER;
+
+    return 1;
+}
+
+
+/* the decoded string is kept up to PA_MODELS_ID_MAX bytes, and measured */
+
+static void
+pa_models_put(pa_models_scan_t *s, const unsigned char *p, size_t n)
+{
+    if (s->len + n <= PA_MODELS_ID_MAX) {
+        memcpy(s->buf + s->len, p, n);
+    }
+
+    s->len += n;
 }
 
 
 static void
-pa_models_put(pa_models_rd_t *rd, const unsigned char *s, size_t n)
+pa_models_utf8(pa_models_scan_t *s, uint32_t cp)
 {
-    if (rd->len + n <= PA_MODELS_ID_MAX) {
-        memcpy(rd->buf + rd->len, s, n);
-    }
+    unsigned char  u[4];
 
-    rd->len += n;
+    if (cp < 0x80) {
+        u[0] = (unsigned char) cp;
+        pa_models_put(s, u, 1);
+
+    } else if (cp < 0x800) {
+        u[0] = (unsigned char) (0xc0 | (cp >> 6));
+        u[1] = (unsigned char) (0x80 | (cp & 0x3f));
+        pa_models_put(s, u, 2);
+
+    } else if (cp < 0x10000) {
+        u[0] = (unsigned char) (0xe0 | (cp >> 12));
+        u[1] = (unsigned char) (0x80 | ((cp >> 6) & 0x3f));
+        u[2] = (unsigned char) (0x80 | (cp & 0x3f));
+        pa_models_put(s, u, 3);
+
+    } else {
+        u[0] = (unsigned char) (0xf0 | (cp >> 18));
+        u[1] = (unsigned char) (0x80 | ((cp >> 12) & 0x3f));
+        u[2] = (unsigned char) (0x80 | ((cp >> 6) & 0x3f));
+        u[3] = (unsigned char) (0x80 | (cp & 0x3f));
+        pa_models_put(s, u, 4);
+    }
 }
 
 
-static int
-pa_models_number(pa_models_rd_t *rd)
-{
-    const unsigned char  *start;
-
-    if (rd->p < rd->end && *rd->p == '-') {
-        rd->p++;
-    }
-
-    if (rd->p == rd->end || *rd->p < '0' || *rd->p > '9') {
-        return -1;
-    }
-
-    if (*rd->p++ != '0') {
-        while (rd->p < rd->end && *rd->p >= '0' && *rd->p <= '9') {
-            rd->p++;
-        }
-    }
-
-    if (rd->p < rd->end && *rd->p == '.') {
-        start = ++rd->p;
-
-        while (rd->p < rd->end && *rd->p >= '0' && *rd->p <= '9') {
-            rd->p++;
-        }
-
-        if (rd->p == start) {
-            return -1;
-        }
-    }
-
-    if (rd->p < rd->end && (*rd->p == 'e' || *rd->p == 'E')) {
-        rd->p++;
-
-        if (rd->p < rd->end && (*rd->p == '+' || *rd->p == '-')) {
-            rd->p++;
-        }
-
-        start = rd->p;
-
-        while (rd->p < rd->end && *rd->p >= '0' && *rd->p <= '9') {
-            rd->p++;
-        }
-
-        if (rd->p == start) {
-            return -1;
-        }
-    }
-
-    return 0;
-}
-
+/* the string just read is "lit" */
 
 static int
-pa_models_literal(pa_models_rd_t *rd, const char *lit)
+pa_models_is(pa_models_scan_t *s, const char *lit)
 {
     size_t  n;
 
     n = strlen(lit);
 
-    if ((size_t) (rd->end - rd->p) < n || memcmp(rd->p, lit, n) != 0) {
-        return -1;
-    }
-
-    rd->p += n;
-
-    return 0;
+    return s->len == n && memcmp(s->buf, lit, n) == 0;
 }

@@ -4,7 +4,8 @@
  *
  * The list of models an inference server serves, read from its answer to
  * GET /v1/models (vLLM, SGLang, TGI: {"object": "list", "data": [{"id":
- * "name", ...}, ...]}).  Plain C, no nginx headers.
+ * "name", ...}, ...]}), in pieces as it arrives.  Plain C, no nginx
+ * headers.
  */
 
 
@@ -29,14 +30,56 @@ typedef void (*pa_models_id_pt)(void *ctx, const unsigned char *id,
 
 
 /*
- * reads a whole /v1/models body: calls "id" for each string "id" of an
- * object in the top-level "data" array; returns the number of ids given,
- * or -1 if the body is not JSON (RFC 8259), is nested deeper than
- * PA_MODELS_MAX_DEPTH or has no top-level "data" array.  Elements that are
- * not objects, or have no string "id", or an id longer than
- * PA_MODELS_ID_MAX bytes, are passed over; "*skipped" (if not NULL) counts
- * them.  Nothing is allocated.
+ * a /v1/models answer read as it comes, in pieces of any size: the only
+ * state is the nesting (a bit per level), the place in the current token
+ * and the id being decoded, so the memory is the same whatever the size
+ * of the answer.  The fields are private to pa_models.c.
  */
+typedef struct {
+    pa_models_id_pt        id;
+    void                  *ctx;
+    size_t                 skipped;
+    int                    ids;
+    int                    state;
+    int                    sub;       /* in a string, number or literal */
+    int                    depth;     /* containers open */
+    uint32_t               objects;   /* bit d - 1: depth d is an object */
+    uint32_t               cp;        /* of a \u escape */
+    uint32_t               hi;        /* a high surrogate, before its low */
+    int                    hex;       /* digits of the \u escape read */
+    const char            *lit;       /* true, false or null */
+    unsigned               role:2;    /* of the value to come */
+    unsigned               key:1;     /* the string is a member's name */
+    unsigned               is_id:1;   /* the string is an element's id */
+    unsigned               data:1;    /* a top-level "data" array was seen */
+    unsigned               in_data:1; /* the array at depth 2 is "data" */
+    unsigned               found:1;   /* the element has an id given */
+    size_t                 len;       /* decoded, or more than buf kept */
+    unsigned char          buf[PA_MODELS_ID_MAX];
+} pa_models_scan_t;
+
+
+/*
+ * a scan of one answer: pa_models_init(), pa_models_feed() with each
+ * piece as it arrives, pa_models_finish() at its end.  "id" is called
+ * for each string "id" of an object in the top-level "data" array, as
+ * soon as that string ends (the rest of the answer may still be refused).
+ */
+void pa_models_init(pa_models_scan_t *s, pa_models_id_pt id, void *ctx);
+
+/* 0, or -1 once the answer cannot be a list of models (and from then on) */
+int pa_models_feed(pa_models_scan_t *s, const unsigned char *p, size_t n);
+
+/*
+ * the number of ids given, or -1 if the answer was not JSON (RFC 8259),
+ * was nested deeper than PA_MODELS_MAX_DEPTH, had no top-level "data"
+ * array or ended early.  Elements that are not objects, or have no string
+ * "id", or an id longer than PA_MODELS_ID_MAX bytes, are passed over;
+ * "*skipped" (if not NULL) counts them.
+ */
+int pa_models_finish(pa_models_scan_t *s, size_t *skipped);
+
+/* a whole answer in one piece: init, feed and finish.  Nothing allocated */
 int pa_models_parse(const unsigned char *p, size_t n, pa_models_id_pt id,
     void *ctx, size_t *skipped);
 

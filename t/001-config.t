@@ -604,6 +604,43 @@ GET /t
 invalid "prefill" value "last" in "prefix_aware", it must be "first" or "end"
 
 
+=== TEST 31c: block larger than length is refused, naming both values
+--- http_config
+    upstream up {
+        prefix_aware length=2048 block=4096;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+"block=4096" in "prefix_aware" is larger than "length=2048": the index would hold no block, lower "block" or raise "length"
+
+
+=== TEST 31d: block equal to length is one block, and accepted; block above length with index=off is not used and accepted
+--- http_config
+    upstream up {
+        prefix_aware length=4096 block=4096;
+        server 127.0.0.1:1985;
+    }
+    upstream off {
+        prefix_aware index=off length=1024 block=4096;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+    location /o { proxy_pass http://off; }
+--- request
+GET /t
+--- response_body
+b1
+--- no_error_log
+[error]
+[emerg]
+
+
 === TEST 32: every routing v2 parameter at once is accepted, and index=off
 --- http_config
     upstream up {

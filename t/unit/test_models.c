@@ -3,11 +3,16 @@
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
  * pa_models_parse(): the ids of /v1/models answers as vLLM, SGLang and
- * TGI give them, escapes, what is passed over, what is refused; and that
- * an id and an OpenAI body's "model" have the same hash.
+ * TGI give them, escapes, what is passed over, what is refused; the
+ * streaming scan (pa_models_feed()) of 128 full vLLM cards in pieces of
+ * every size from 1 to 600 bytes, cut anywhere, and 10 MB read
+ * in the scanner's few hundred bytes; and that an id and an OpenAI body's
+ * "model" have the same hash.
  */
 
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "unit.h"
@@ -186,6 +191,201 @@ test_refused(void)
 }
 
 
+/* "n" vLLM cards as vLLM 0.6 serializes them: 510 to 560 bytes each */
+
+static char *
+vllm_answer(int n, size_t *len)
+{
+    int     i;
+    char   *b, *p;
+    size_t  size;
+
+    size = 64 + (size_t) n * 640;
+    b = malloc(size);
+    if (b == NULL) {
+        return NULL;
+    }
+
+    p = b + sprintf(b, "{\"object\":\"list\",\"data\":[");
+
+    for (i = 0; i < n; i++) {
+        p += sprintf(p, "%s{\"id\":\"tenant-%d-support-chat-lora-%04d\","
+                     "\"object\":\"model\",\"created\":%d,\"owned_by\":"
+                     "\"vllm\",\"root\":\"/srv/adapters/tenant-%d-support-"
+                     "chat-lora-%04d/v1\",\"parent\":\"meta-llama/Llama-3.1-"
+                     "8B-Instruct\",\"max_model_len\":null,\"permission\":"
+                     "[{\"id\":\"modelperm-%032x\",\"object\":"
+                     "\"model_permission\",\"created\":%d,"
+                     "\"allow_create_engine\":false,\"allow_sampling\":true,"
+                     "\"allow_logprobs\":true,\"allow_search_indices\":false,"
+                     "\"allow_view\":true,\"allow_fine_tuning\":false,"
+                     "\"organization\":\"*\",\"group\":null,"
+                     "\"is_blocking\":false}]}",
+                     i ? "," : "", i % 97, i, 1733000000 + i, i % 97, i,
+                     0x5eed0000u + (unsigned) i, 1733000000 + i);
+    }
+
+    p += sprintf(p, "]}");
+    *len = p - b;
+
+    return b;
+}
+
+
+typedef struct {
+    int       n;
+    uint64_t  sum;
+} sum_t;
+
+
+static void
+sum_id(void *ctx, const unsigned char *id, size_t len)
+{
+    sum_t  *s = ctx;
+
+    s->sum = s->sum * 31 + pa_models_hash(id, len);
+    s->n++;
+}
+
+
+static void
+test_stream(void)
+{
+    int               rc, bad;
+    char             *a;
+    sum_t             whole, got;
+    size_t            len, piece, off, n, skipped;
+    pa_models_scan_t  s;
+
+    a = vllm_answer(128, &len);
+    CHECK(a != NULL);
+    if (a == NULL) {
+        return;
+    }
+
+    /* 128 cards are over 64 KB, the buffer answers were read into */
+
+    CHECK(len > 65536);
+
+    memset(&whole, 0, sizeof(sum_t));
+    CHECK(pa_models_parse((unsigned char *) a, len, sum_id, &whole, NULL)
+          == 128);
+    CHECK(whole.n == 128);
+
+    /* in pieces of 1 to 600 bytes: the same ids, in the same order */
+
+    bad = 0;
+
+    for (piece = 1; piece <= 600; piece++) {
+        memset(&got, 0, sizeof(sum_t));
+        pa_models_init(&s, sum_id, &got);
+
+        for (off = 0; off < len; off += n) {
+            n = (len - off < piece) ? len - off : piece;
+
+            if (pa_models_feed(&s, (unsigned char *) a + off, n) != 0) {
+                break;
+            }
+        }
+
+        rc = pa_models_finish(&s, &skipped);
+
+        if (rc != 128 || got.n != 128 || got.sum != whole.sum
+            || skipped != 0)
+        {
+            bad++;
+        }
+    }
+
+    CHECK_MSG(bad == 0, "%d piece sizes differ", bad);
+
+    /* cut at every 7th byte: refused (it ends early), never more ids */
+
+    bad = 0;
+
+    for (n = 0; n < len; n += 7) {
+        memset(&got, 0, sizeof(sum_t));
+
+        if (pa_models_parse((unsigned char *) a, n, sum_id, &got, NULL)
+            != -1 || got.n > 128)
+        {
+            bad++;
+        }
+    }
+
+    CHECK_MSG(bad == 0, "%d cut answers accepted", bad);
+
+    free(a);
+
+    /* 20,000 cards, 10 MB, in 4 KB pieces: all ids in the same state */
+
+    a = vllm_answer(20000, &len);
+    CHECK(a != NULL);
+    if (a == NULL) {
+        return;
+    }
+
+    CHECK(len > 10 * 1000 * 1000);
+    CHECK(sizeof(pa_models_scan_t) < 512);
+
+    memset(&got, 0, sizeof(sum_t));
+    pa_models_init(&s, sum_id, &got);
+
+    for (off = 0; off < len; off += n) {
+        n = (len - off < 4096) ? len - off : 4096;
+        CHECK(pa_models_feed(&s, (unsigned char *) a + off, n) == 0);
+    }
+
+    CHECK(pa_models_finish(&s, NULL) == 20000);
+    CHECK(got.n == 20000);
+
+    free(a);
+}
+
+
+/* escapes and numbers cut anywhere: the same decoded ids */
+
+static void
+test_stream_tokens(void)
+{
+    int               rc;
+    got_t             g;
+    size_t            len, cut;
+    pa_models_scan_t  s;
+
+    static const char  a[] =
+        "{\"n\":-12.5e+3,\"data\":[{\"id\":\"a\\ud83d\\ude00\\u00e9\\n\","
+        "\"v\":[0,1E-2,true,false,null]},{\"\\u0069d\":\"b\\/c\"}],"
+        "\"z\":0}";
+
+    len = sizeof(a) - 1;
+
+    for (cut = 0; cut <= len; cut++) {
+        memset(&g, 0, sizeof(got_t));
+        pa_models_init(&s, got_id, &g);
+
+        (void) pa_models_feed(&s, (const unsigned char *) a, cut);
+        (void) pa_models_feed(&s, (const unsigned char *) a + cut,
+                              len - cut);
+
+        rc = pa_models_finish(&s, NULL);
+
+        CHECK_MSG(rc == 2, "cut at %zu: %d", cut, rc);
+        CHECK_MSG(strcmp(g.ids[0], "a\xf0\x9f\x98\x80\xc3\xa9\n") == 0,
+                  "cut at %zu: %s", cut, g.ids[0]);
+        CHECK_MSG(strcmp(g.ids[1], "b/c") == 0, "cut at %zu", cut);
+    }
+
+    /* refused once, refused from then on */
+
+    pa_models_init(&s, got_id, &g);
+    CHECK(pa_models_feed(&s, (const unsigned char *) "{\"data\":x", 9)
+          == -1);
+    CHECK(pa_models_feed(&s, (const unsigned char *) "[]}", 3) == -1);
+    CHECK(pa_models_finish(&s, NULL) == -1);
+}
+
+
 static void
 test_hash(void)
 {
@@ -226,6 +426,8 @@ main(void)
     test_vllm();
     test_shapes();
     test_refused();
+    test_stream();
+    test_stream_tokens();
     test_hash();
 
     return UNIT_DONE();
