@@ -517,15 +517,20 @@ ngx_http_prefix_aware_models_slot(ngx_http_prefix_aware_models_shm_t *sh,
         sh->version++;
     }
 
+    /* the hash is cleared first and set last: readers without the lock */
+
     s = &sh->model[free];
 
     s->hash = 0;
+    ngx_memory_barrier();
+
     s->requests = 0;
     s->noserver = 0;
     s->seen = 0;
     s->declared = 0;
     s->len = ngx_min(len, PA_MODELS_ID_MAX);
     ngx_memcpy(s->name, name, s->len);
+    ngx_memory_barrier();
     s->hash = hash;
 
     return free;
@@ -590,15 +595,25 @@ ngx_http_prefix_aware_models_route(ngx_http_request_t *r,
                 set = &m->sets[i * m->words];
                 slot = &m->sh->model[i];
 
-                /* the slot may be given to another model later */
+                /*
+                 * the name, copied once: a poll may give the slot to
+                 * another model at any time; its hash, cleared before the
+                 * name is written and set after, tells a torn copy
+                 */
 
-                name.len = ngx_min(slot->len, PA_MODELS_ID_MAX);
-                name.data = ngx_pnalloc(r->pool, name.len);
+                name.data = ngx_pnalloc(r->pool, PA_MODELS_ID_MAX);
                 if (name.data == NULL) {
                     return NGX_ERROR;
                 }
 
+                name.len = ngx_min(slot->len, PA_MODELS_ID_MAX);
                 ngx_memcpy(name.data, slot->name, name.len);
+                ngx_memory_barrier();
+
+                if (slot->hash != pd->model_hash) {
+                    name.len = 0;
+                }
+
                 goto found;
             }
         }
