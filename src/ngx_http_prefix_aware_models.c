@@ -592,7 +592,22 @@ ngx_http_prefix_aware_models_route(ngx_http_request_t *r,
 
         for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
             if (m->hash[i] == pd->model_hash && m->known[i]) {
-                set = &m->sets[i * m->words];
+
+                /*
+                 * the set by value: this process's sets are rebuilt in
+                 * place when the zone's version moves, and a retry
+                 * (proxy_next_upstream) must stay in the set the request
+                 * was routed with, not in what the slot holds then
+                 */
+
+                set = ngx_palloc(r->pool, m->words * sizeof(uintptr_t));
+                if (set == NULL) {
+                    return NGX_ERROR;
+                }
+
+                ngx_memcpy(set, &m->sets[i * m->words],
+                           m->words * sizeof(uintptr_t));
+
                 slot = &m->sh->model[i];
 
                 /*
