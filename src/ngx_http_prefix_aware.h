@@ -445,6 +445,10 @@ struct ngx_http_prefix_aware_shm_mserver_s {
     ngx_uint_t                             nmodels;
     uint64_t                     listed[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
     ngx_str_t                              name;
+
+    /* the generations of the configurations that had the name */
+    ngx_uint_t                             gen_min;
+    ngx_uint_t                             gen_max;
 };
 
 
@@ -453,6 +457,7 @@ typedef struct {
     ngx_atomic_t                           polled;    /* the round's lock */
     ngx_atomic_t                           full;
     ngx_atomic_t                           unknown;
+    ngx_uint_t                             freed;     /* records, ever */
     ngx_http_prefix_aware_shm_mserver_t   *servers;
     ngx_http_prefix_aware_shm_model_t      model[
                                          NGX_HTTP_PREFIX_AWARE_MAX_MODELS];
@@ -479,8 +484,13 @@ struct ngx_http_prefix_aware_models_s {
     ngx_shm_zone_t                        *zone;
     ngx_http_prefix_aware_models_shm_t    *sh;
 
-    /* per process: the discovered sets by slot, as of "version" */
+    /* the configuration's generation in the main zone (at its commit) */
+    ngx_uint_t                             generation;
+
+    /* per process: the discovered sets by slot, as of "version"; the */
+    /* server records found, valid while the zone's "freed" is "freed" */
     ngx_atomic_uint_t                      version;
+    ngx_uint_t                             freed;
     ngx_uint_t                             built;
     uint64_t                              *hash;
     uintptr_t                             *sets;
@@ -656,10 +666,19 @@ ngx_int_t ngx_http_prefix_aware_models_init(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf);
 ngx_int_t ngx_http_prefix_aware_models_route(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd);
+void ngx_http_prefix_aware_models_build(ngx_http_prefix_aware_models_t *m);
+
+/* ngx_http_prefix_aware_models_zone.c */
+ngx_int_t ngx_http_prefix_aware_models_zone(ngx_conf_t *cf,
+    ngx_http_prefix_aware_models_t *m);
 ngx_int_t ngx_http_prefix_aware_models_slot(
     ngx_http_prefix_aware_models_shm_t *sh, uint64_t hash, u_char *name,
     size_t len, uint64_t *taken, ngx_uint_t force);
-void ngx_http_prefix_aware_models_build(ngx_http_prefix_aware_models_t *m);
+ngx_http_prefix_aware_shm_mserver_t *ngx_http_prefix_aware_models_record(
+    ngx_http_prefix_aware_models_t *m, ngx_str_t *name);
+void ngx_http_prefix_aware_models_commit(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_uint_t *live,
+    ngx_uint_t nlive);
 
 /* ngx_http_prefix_aware_discover.c */
 void ngx_http_prefix_aware_models_start(ngx_cycle_t *cycle,

@@ -562,35 +562,16 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
 
     ngx_shmtx_lock(&shpool->mutex);
 
-    for (rec = sh->servers; rec; rec = rec->next) {
-        if (rec->name.len == name->len
-            && ngx_strncmp(rec->name.data, name->data, name->len) == 0)
-        {
-            break;
-        }
-    }
+    rec = ngx_http_prefix_aware_models_record(m, name);
 
     if (rec == NULL) {
-        rec = ngx_slab_calloc_locked(shpool,
-                                 sizeof(ngx_http_prefix_aware_shm_mserver_t)
-                                 + name->len);
-        if (rec == NULL) {
-            ngx_shmtx_unlock(&shpool->mutex);
+        ngx_shmtx_unlock(&shpool->mutex);
 
-            ngx_log_error(NGX_LOG_ALERT, m->timer.log, 0,
-                          "prefix_aware: the models zone of upstream "
-                          "\"%V\" is full, server \"%V\" counts as serving "
-                          "every model", &m->pacf->upstream->host, name);
-            return;
-        }
-
-        rec->name.data = (u_char *) (rec + 1);
-        rec->name.len = name->len;
-        ngx_memcpy(rec->name.data, name->data, name->len);
-        rec->wild = 1;
-
-        rec->next = sh->servers;
-        sh->servers = rec;
+        ngx_log_error(NGX_LOG_ALERT, m->timer.log, 0,
+                      "prefix_aware: the models zone of upstream \"%V\" "
+                      "is full, server \"%V\" counts as serving every "
+                      "model", &m->pacf->upstream->host, name);
+        return;
     }
 
     if (ok) {

@@ -18,10 +18,6 @@
 
 static ngx_http_prefix_aware_models_t *ngx_http_prefix_aware_models_get(
     ngx_conf_t *cf, ngx_http_prefix_aware_srv_conf_t *pacf);
-static ngx_int_t ngx_http_prefix_aware_models_zone(ngx_conf_t *cf,
-    ngx_http_prefix_aware_models_t *m);
-static ngx_int_t ngx_http_prefix_aware_models_init_zone(
-    ngx_shm_zone_t *shm_zone, void *data);
 static ngx_uint_t ngx_http_prefix_aware_models_usable(
     ngx_http_prefix_aware_srv_conf_t *pacf, uintptr_t *set);
 
@@ -345,194 +341,6 @@ ngx_http_prefix_aware_models_init(ngx_conf_t *cf,
 
 
 /*
- * a zone per upstream, named after it; kept over a reload that leaves its
- * size alone, and with it the servers' lists, found again by name
- */
-
-static ngx_int_t
-ngx_http_prefix_aware_models_zone(ngx_conf_t *cf,
-    ngx_http_prefix_aware_models_t *m)
-{
-    size_t                             size;
-    ngx_str_t                          name, *host;
-    ngx_uint_t                         j;
-    ngx_http_prefix_aware_srv_conf_t  *pacf;
-
-    static ngx_str_t  prefix =
-                          ngx_string("ngx_http_prefix_aware_module:models:");
-
-    pacf = m->pacf;
-    host = &pacf->upstream->host;
-
-    name.len = prefix.len + host->len;
-    name.data = ngx_pnalloc(cf->pool, name.len);
-    if (name.data == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_memcpy(ngx_cpymem(name.data, prefix.data, prefix.len), host->data,
-               host->len);
-
-    size = sizeof(ngx_http_prefix_aware_models_shm_t);
-
-    for (j = 0; j < pacf->nservers; j++) {
-        size += 2 * (sizeof(ngx_http_prefix_aware_shm_mserver_t)
-                     + pacf->names[j].len);
-    }
-
-    size = ngx_align(8 * ngx_pagesize + 2 * size, 256 * 1024);
-
-    m->zone = ngx_shared_memory_add(cf, &name, size,
-                                    &ngx_http_prefix_aware_module);
-    if (m->zone == NULL) {
-        return NGX_ERROR;
-    }
-
-    m->zone->init = ngx_http_prefix_aware_models_init_zone;
-    m->zone->data = m;
-
-    return NGX_OK;
-}
-
-
-static ngx_int_t
-ngx_http_prefix_aware_models_init_zone(ngx_shm_zone_t *shm_zone, void *data)
-{
-    ngx_int_t                            k;
-    ngx_uint_t                           i;
-    ngx_slab_pool_t                     *shpool;
-    ngx_http_prefix_aware_model_t       *d;
-    ngx_http_prefix_aware_models_t      *m;
-    ngx_http_prefix_aware_models_shm_t  *sh;
-
-    m = shm_zone->data;
-    shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    if (data || shm_zone->shm.exists) {
-        sh = shpool->data;
-
-    } else {
-        sh = ngx_slab_calloc(shpool,
-                             sizeof(ngx_http_prefix_aware_models_shm_t));
-        if (sh == NULL) {
-            return NGX_ERROR;
-        }
-
-        shpool->data = sh;
-        shpool->log_nomem = 0;
-    }
-
-    m->sh = sh;
-
-    ngx_shmtx_lock(&shpool->mutex);
-
-    for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
-        sh->model[i].declared = 0;
-    }
-
-    d = m->declared.elts;
-
-    for (i = 0; i < m->declared.nelts; i++) {
-        /* there are at most as many declared models as slots */
-
-        k = ngx_http_prefix_aware_models_slot(sh, d[i].hash, d[i].name.data,
-                                              d[i].name.len, NULL, 1);
-
-        sh->model[k].declared = 1;
-        d[i].slot = &sh->model[k];
-    }
-
-    sh->version++;
-
-    ngx_shmtx_unlock(&shpool->mutex);
-
-    return NGX_OK;
-}
-
-
-/*
- * the slot of a model, made if need be: a free one, else one of a model
- * that is not declared and that no server lists (nor "taken", the slots
- * of the list being read); with "force" (a declared model), else any slot
- * of a model that is not declared, taken from the lists; -1 if none
- */
-
-ngx_int_t
-ngx_http_prefix_aware_models_slot(ngx_http_prefix_aware_models_shm_t *sh,
-    uint64_t hash, u_char *name, size_t len, uint64_t *taken,
-    ngx_uint_t force)
-{
-    uint64_t                              bit;
-    ngx_int_t                             i, w, free;
-    ngx_http_prefix_aware_shm_model_t    *s;
-    ngx_http_prefix_aware_shm_mserver_t  *rec;
-    uint64_t                    used[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
-
-    free = -1;
-
-    for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
-        if (sh->model[i].hash == hash) {
-            return i;
-        }
-
-        if (free == -1 && sh->model[i].hash == 0) {
-            free = i;
-        }
-    }
-
-    if (free == -1) {
-        ngx_memzero(used, sizeof(used));
-
-        for (w = 0; w < NGX_HTTP_PREFIX_AWARE_MODELS_WORDS; w++) {
-            for (rec = sh->servers; rec; rec = rec->next) {
-                used[w] |= rec->listed[w];
-            }
-
-            if (taken) {
-                used[w] |= taken[w];
-            }
-        }
-
-        for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
-            if (!sh->model[i].declared
-                && (force || !(used[i / 64] & ((uint64_t) 1 << (i % 64)))))
-            {
-                free = i;
-                break;
-            }
-        }
-
-        if (free == -1) {
-            return -1;
-        }
-
-        /* no server lists the model that had the slot any more */
-
-        bit = (uint64_t) 1 << (free % 64);
-
-        for (rec = sh->servers; rec; rec = rec->next) {
-            rec->listed[free / 64] &= ~bit;
-        }
-
-        sh->version++;
-    }
-
-    s = &sh->model[free];
-
-    s->hash = 0;
-    s->requests = 0;
-    s->noserver = 0;
-    s->seen = 0;
-    s->declared = 0;
-    s->len = ngx_min(len, PA_MODELS_ID_MAX);
-    ngx_memcpy(s->name, name, s->len);
-    s->hash = hash;
-
-    return free;
-}
-
-
-/*
  * the request's model (the model_header= header, else the OpenAI body's
  * "model") and its set: declared, else discovered, else none (all
  * servers); with no usable server in the set, a 503 naming the model, or
@@ -587,18 +395,43 @@ ngx_http_prefix_aware_models_route(ngx_http_request_t *r,
 
         for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
             if (m->hash[i] == pd->model_hash && m->known[i]) {
-                set = &m->sets[i * m->words];
+
+                /*
+                 * the set by value: this process's sets are rebuilt in
+                 * place when the zone's version moves, and a retry
+                 * (proxy_next_upstream) must stay in the set the request
+                 * was routed with, not in what the slot holds then
+                 */
+
+                set = ngx_palloc(r->pool, m->words * sizeof(uintptr_t));
+                if (set == NULL) {
+                    return NGX_ERROR;
+                }
+
+                ngx_memcpy(set, &m->sets[i * m->words],
+                           m->words * sizeof(uintptr_t));
+
                 slot = &m->sh->model[i];
 
-                /* the slot may be given to another model later */
+                /*
+                 * the name, copied once: a poll may give the slot to
+                 * another model at any time; its hash, cleared before the
+                 * name is written and set after, tells a torn copy
+                 */
 
-                name.len = ngx_min(slot->len, PA_MODELS_ID_MAX);
-                name.data = ngx_pnalloc(r->pool, name.len);
+                name.data = ngx_pnalloc(r->pool, PA_MODELS_ID_MAX);
                 if (name.data == NULL) {
                     return NGX_ERROR;
                 }
 
+                name.len = ngx_min(slot->len, PA_MODELS_ID_MAX);
                 ngx_memcpy(name.data, slot->name, name.len);
+                ngx_memory_barrier();
+
+                if (slot->hash != pd->model_hash) {
+                    name.len = 0;
+                }
+
                 goto found;
             }
         }
@@ -732,6 +565,14 @@ ngx_http_prefix_aware_models_build(ngx_http_prefix_aware_models_t *m)
     ngx_memzero(m->known, NGX_HTTP_PREFIX_AWARE_MAX_MODELS);
 
     ngx_shmtx_lock(&shpool->mutex);
+
+    /* the records found before, unless one was freed since */
+
+    if (m->freed != sh->freed) {
+        ngx_memzero(m->rec, pacf->nservers
+                            * sizeof(ngx_http_prefix_aware_shm_mserver_t *));
+        m->freed = sh->freed;
+    }
 
     m->version = sh->version;
 

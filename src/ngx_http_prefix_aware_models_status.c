@@ -12,8 +12,26 @@
 #include "ngx_http_prefix_aware.h"
 
 
+/*
+ * the zone as the page shows it: its model slots and server records,
+ * copied under the zone's lock.  Another worker's poll renames slots (and
+ * frees records) at any time, so a name read twice in shared memory, to
+ * size its escaping and then to escape it, may be two names: the page
+ * reads these copies only.
+ */
+typedef struct {
+    ngx_http_prefix_aware_shm_model_t     *model;
+    ngx_http_prefix_aware_shm_mserver_t   *server;
+    ngx_uint_t                             nservers;
+} ngx_http_prefix_aware_models_copy_t;
+
+
+static ngx_int_t ngx_http_prefix_aware_models_copy(
+    ngx_http_prefix_aware_models_t *m, ngx_pool_t *pool, ngx_uint_t servers,
+    ngx_http_prefix_aware_models_copy_t *copy);
 static uintptr_t *ngx_http_prefix_aware_models_set(
-    ngx_http_prefix_aware_models_t *m, ngx_uint_t i, ngx_uint_t *declared);
+    ngx_http_prefix_aware_models_t *m, ngx_uint_t i, uint64_t hash,
+    ngx_uint_t *declared);
 
 
 /* "models" of an upstream in the status page's JSON */
@@ -29,12 +47,20 @@ ngx_http_prefix_aware_models_json(ngx_http_prefix_aware_srv_conf_t *c,
     ngx_http_prefix_aware_shm_model_t    *s;
     ngx_http_prefix_aware_models_shm_t   *sh;
     ngx_http_prefix_aware_shm_mserver_t  *rec;
+    ngx_http_prefix_aware_models_copy_t   copy;
 
     m = c->models;
     sh = m->sh;
 
     if (m->discover && (!m->built || m->version != sh->version)) {
         ngx_http_prefix_aware_models_build(m);
+    }
+
+    if (ngx_http_prefix_aware_models_copy(m, w->pool, m->discover, &copy)
+        != NGX_OK)
+    {
+        w->error = 1;
+        return;
     }
 
     ngx_http_prefix_aware_printf(w,
@@ -48,16 +74,16 @@ ngx_http_prefix_aware_models_json(ngx_http_prefix_aware_srv_conf_t *c,
     n = 0;
 
     for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
-        s = &sh->model[i];
+        s = &copy.model[i];
 
         if (s->hash == 0) {
             continue;
         }
 
-        set = ngx_http_prefix_aware_models_set(m, i, &declared);
+        set = ngx_http_prefix_aware_models_set(m, i, s->hash, &declared);
 
         name.data = s->name;
-        name.len = ngx_min(s->len, PA_MODELS_ID_MAX);
+        name.len = s->len;
         ngx_http_prefix_aware_escape(w, &e, &name, 1);
 
         ngx_http_prefix_aware_printf(w,
@@ -83,7 +109,9 @@ ngx_http_prefix_aware_models_json(ngx_http_prefix_aware_srv_conf_t *c,
 
     n = 0;
 
-    for (rec = sh->servers; m->discover && rec; rec = rec->next) {
+    for (i = 0; i < copy.nservers; i++) {
+        rec = &copy.server[i];
+
         ngx_http_prefix_aware_escape(w, &e, &rec->name, 1);
 
         ngx_http_prefix_aware_printf(w,
@@ -99,13 +127,99 @@ ngx_http_prefix_aware_models_json(ngx_http_prefix_aware_srv_conf_t *c,
 
 
 /*
- * the set of a model as this process sees it: declared, else discovered
- * (and known), else NULL; "declared" tells which
+ * copies the zone's model slots, and with "servers" its server records
+ * and their names, under its lock; the lengths are bounded by the slots'
+ * room whatever the zone holds
+ */
+
+static ngx_int_t
+ngx_http_prefix_aware_models_copy(ngx_http_prefix_aware_models_t *m,
+    ngx_pool_t *pool, ngx_uint_t servers,
+    ngx_http_prefix_aware_models_copy_t *copy)
+{
+    u_char                               *p;
+    size_t                                len;
+    ngx_uint_t                            i, n;
+    ngx_slab_pool_t                      *shpool;
+    ngx_http_prefix_aware_models_shm_t   *sh;
+    ngx_http_prefix_aware_shm_mserver_t  *rec, *r;
+
+    sh = m->sh;
+    shpool = (ngx_slab_pool_t *) m->zone->shm.addr;
+
+    copy->model = ngx_palloc(pool, sizeof(sh->model));
+    if (copy->model == NULL) {
+        return NGX_ERROR;
+    }
+
+    copy->server = NULL;
+    copy->nservers = 0;
+
+    n = 0;
+    len = 0;
+
+    ngx_shmtx_lock(&shpool->mutex);
+
+    ngx_memcpy(copy->model, sh->model, sizeof(sh->model));
+
+    for (rec = sh->servers; servers && rec; rec = rec->next) {
+        n++;
+        len += rec->name.len;
+    }
+
+    ngx_shmtx_unlock(&shpool->mutex);
+
+    for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
+        copy->model[i].len = ngx_min(copy->model[i].len, PA_MODELS_ID_MAX);
+    }
+
+    if (n == 0) {
+        return NGX_OK;
+    }
+
+    /* the records as many and as long as counted: the list may change */
+
+    r = ngx_palloc(pool, n * sizeof(ngx_http_prefix_aware_shm_mserver_t)
+                         + len);
+    if (r == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = (u_char *) (r + n);
+
+    ngx_shmtx_lock(&shpool->mutex);
+
+    for (rec = sh->servers, i = 0; rec && i < n; rec = rec->next, i++) {
+        if (rec->name.len > len) {
+            break;
+        }
+
+        r[i] = *rec;
+        r[i].next = NULL;
+        r[i].name.data = p;
+
+        p = ngx_cpymem(p, rec->name.data, rec->name.len);
+        len -= rec->name.len;
+    }
+
+    ngx_shmtx_unlock(&shpool->mutex);
+
+    copy->server = r;
+    copy->nservers = i;
+
+    return NGX_OK;
+}
+
+
+/*
+ * the set of the model of slot i (its hash as copied) as this process sees
+ * it: declared, else discovered (and known), else NULL; "declared" tells
+ * which
  */
 
 static uintptr_t *
 ngx_http_prefix_aware_models_set(ngx_http_prefix_aware_models_t *m,
-    ngx_uint_t i, ngx_uint_t *declared)
+    ngx_uint_t i, uint64_t hash, ngx_uint_t *declared)
 {
     ngx_uint_t                      j;
     ngx_http_prefix_aware_model_t  *d;
@@ -114,15 +228,13 @@ ngx_http_prefix_aware_models_set(ngx_http_prefix_aware_models_t *m,
     *declared = 0;
 
     for (j = 0; j < m->declared.nelts; j++) {
-        if (d[j].hash == m->sh->model[i].hash) {
+        if (d[j].hash == hash) {
             *declared = 1;
             return d[j].set;
         }
     }
 
-    if (m->discover && m->built && m->hash[i] == m->sh->model[i].hash
-        && m->known[i])
-    {
+    if (m->discover && m->built && m->hash[i] == hash && m->known[i]) {
         return &m->sets[i * m->words];
     }
 
@@ -141,6 +253,7 @@ ngx_http_prefix_aware_models_prometheus(
     ngx_http_prefix_aware_models_t      *m;
     ngx_http_prefix_aware_shm_model_t   *s;
     ngx_http_prefix_aware_srv_conf_t   **pacf;
+    ngx_http_prefix_aware_models_copy_t  *copy;
 
     static const char  *families[][3] = {
         { "model_requests_total", "counter",
@@ -161,7 +274,9 @@ ngx_http_prefix_aware_models_prometheus(
     any = 0;
 
     model = ngx_pcalloc(w->pool, pamcf->upstreams.nelts * sizeof(ngx_str_t *));
-    if (model == NULL) {
+    copy = ngx_pcalloc(w->pool, pamcf->upstreams.nelts
+                                * sizeof(ngx_http_prefix_aware_models_copy_t));
+    if (model == NULL || copy == NULL) {
         w->error = 1;
         return;
     }
@@ -183,15 +298,18 @@ ngx_http_prefix_aware_models_prometheus(
 
         model[i] = ngx_palloc(w->pool,
                    NGX_HTTP_PREFIX_AWARE_MAX_MODELS * sizeof(ngx_str_t));
-        if (model[i] == NULL) {
+        if (model[i] == NULL
+            || ngx_http_prefix_aware_models_copy(m, w->pool, 0, &copy[i])
+               != NGX_OK)
+        {
             w->error = 1;
             return;
         }
 
         for (k = 0; k < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; k++) {
-            s = &m->sh->model[k];
+            s = &copy[i].model[k];
             name.data = s->name;
-            name.len = ngx_min(s->len, PA_MODELS_ID_MAX);
+            name.len = s->len;
             ngx_http_prefix_aware_escape(w, &model[i][k], &name, 0);
         }
     }
@@ -218,13 +336,14 @@ ngx_http_prefix_aware_models_prometheus(
             }
 
             for (k = 0; k < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; k++) {
-                s = &m->sh->model[k];
+                s = &copy[i].model[k];
 
                 if (s->hash == 0) {
                     continue;
                 }
 
-                set = ngx_http_prefix_aware_models_set(m, k, &declared);
+                set = ngx_http_prefix_aware_models_set(m, k, s->hash,
+                                                       &declared);
 
                 switch (f) {
 

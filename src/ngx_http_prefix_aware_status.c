@@ -259,7 +259,11 @@ ngx_http_prefix_aware_printf(ngx_http_prefix_aware_writer_t *w,
 /*
  * a name as the inside of a JSON string (ngx_escape_json), or of a
  * Prometheus label value, where the text format escapes backslash,
- * double quote and line feed; copied only if it needs escaping
+ * double quote and line feed; copied only if it needs escaping.  The
+ * name is read twice, to size and to escape, and is not copied when it
+ * needs no escaping: it must not change meanwhile nor after, so never a
+ * string of shared memory that another process writes (copy it first,
+ * as models_status.c does)
  */
 
 void

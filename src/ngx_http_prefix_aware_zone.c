@@ -672,7 +672,9 @@ ngx_http_prefix_aware_attach(ngx_cycle_t *cycle,
 ngx_int_t
 ngx_http_prefix_aware_init_module(ngx_cycle_t *cycle)
 {
+    ngx_uint_t                          n, live[64];
     ngx_slab_pool_t                    *shpool;
+    ngx_http_prefix_aware_shm_conf_t   *conf;
     ngx_http_prefix_aware_main_conf_t  *pamcf;
 
     pamcf = ngx_http_cycle_get_module_main_conf(cycle,
@@ -685,8 +687,22 @@ ngx_http_prefix_aware_init_module(ngx_cycle_t *cycle)
     shpool = (ngx_slab_pool_t *) pamcf->shm_zone->shm.addr;
 
     ngx_shmtx_lock(&shpool->mutex);
+
     pamcf->sh->current = pamcf->generation;
+
+    /* the generations whose records are kept, for the models zones */
+
+    n = 0;
+
+    for (conf = pamcf->sh->confs; conf && n < 64; conf = conf->next) {
+        live[n++] = conf->generation;
+    }
+
     ngx_shmtx_unlock(&shpool->mutex);
+
+    /* too many to tell: the models zones free nothing this time */
+
+    ngx_http_prefix_aware_models_commit(pamcf, conf ? NULL : live, n);
 
     return NGX_OK;
 }
