@@ -398,9 +398,6 @@ typedef struct {
 /* models (declared and discovered) an upstream's zone keeps */
 #define NGX_HTTP_PREFIX_AWARE_MAX_MODELS    128
 
-/* a /v1/models answer is read through this buffer; its headers must fit */
-#define NGX_HTTP_PREFIX_AWARE_MODELS_BUF    16384
-
 /* the largest /v1/models body read (scanned as it comes, not kept) */
 #define NGX_HTTP_PREFIX_AWARE_MODELS_MAX    (4 * 1024 * 1024)
 #define NGX_HTTP_PREFIX_AWARE_MODELS_MAX_TEXT  "4 MB"
@@ -523,6 +520,7 @@ struct ngx_http_prefix_aware_get_s {
     /* set by the caller */
     ngx_str_t                              uri;
     size_t                                 limit;     /* of the body */
+    const char                            *over;      /* its error */
     ngx_msec_t                             timeout;
     ngx_http_prefix_aware_get_body_pt      body;
     ngx_http_prefix_aware_get_done_pt      done;
@@ -548,6 +546,7 @@ struct ngx_http_prefix_aware_get_s {
 
 /* the largest /metrics answer read (as it streams, never kept) */
 #define NGX_HTTP_PREFIX_AWARE_ENGINE_MAX     (8 * 1024 * 1024)
+#define NGX_HTTP_PREFIX_AWARE_ENGINE_MAX_TEXT  "8 MB"
 
 /* a poll's timeout, at most, in milliseconds */
 #define NGX_HTTP_PREFIX_AWARE_ENGINE_WAIT    2000

@@ -18,14 +18,9 @@
 
 /* a poll of one server's /v1/models */
 typedef struct {
+    ngx_http_prefix_aware_get_t            get;
     ngx_http_prefix_aware_models_t        *models;
     ngx_uint_t                             server;
-    ngx_peer_connection_t                  pc;
-    ngx_buf_t                             *request;
-    u_char                                *buf;
-    u_char                                *last;
-    off_t                                  size;      /* of the body */
-    ngx_uint_t                             body;      /* headers read */
     const char                            *error;
     pa_models_scan_t                       scan;
     ngx_uint_t                             nids;
@@ -38,17 +33,19 @@ typedef struct {
 static void ngx_http_prefix_aware_models_timer(ngx_event_t *ev);
 static void ngx_http_prefix_aware_models_poll(
     ngx_http_prefix_aware_models_t *m, ngx_uint_t server);
-static void ngx_http_prefix_aware_models_write(ngx_event_t *wev);
-static void ngx_http_prefix_aware_models_read(ngx_event_t *rev);
-static char *ngx_http_prefix_aware_models_head(
-    ngx_http_prefix_aware_poll_t *p);
-static void ngx_http_prefix_aware_models_dummy(ngx_event_t *ev);
+static ngx_int_t ngx_http_prefix_aware_models_body(
+    ngx_http_prefix_aware_get_t *g, u_char *p, size_t n);
+static void ngx_http_prefix_aware_models_end(ngx_http_prefix_aware_get_t *g,
+    const char *error);
 static void ngx_http_prefix_aware_models_id(void *ctx, const unsigned char *id,
     size_t len);
 static void ngx_http_prefix_aware_models_done(
     ngx_http_prefix_aware_poll_t *p, const char *error);
 static void ngx_http_prefix_aware_models_apply(
     ngx_http_prefix_aware_poll_t *p, ngx_uint_t ok);
+
+
+static ngx_str_t  ngx_http_prefix_aware_models_uri = ngx_string("/v1/models");
 
 
 /* each worker's timers; the first whose turn it is polls for all */
@@ -160,15 +157,7 @@ static void
 ngx_http_prefix_aware_models_poll(ngx_http_prefix_aware_models_t *m,
     ngx_uint_t server)
 {
-    ngx_int_t                      rc;
-    ngx_buf_t                     *b;
-    ngx_connection_t              *c;
-    ngx_http_upstream_rr_peer_t   *peer;
     ngx_http_prefix_aware_poll_t  *p;
-
-    static u_char  get[] = "GET /v1/models HTTP/1.0" CRLF "Host: ";
-    static u_char  end[] = CRLF "Accept: application/json" CRLF
-                           "User-Agent: nginx-prefix-aware" CRLF CRLF;
 
     p = ngx_pcalloc(m->pool, sizeof(ngx_http_prefix_aware_poll_t));
     if (p == NULL) {
@@ -184,51 +173,17 @@ ngx_http_prefix_aware_models_poll(ngx_http_prefix_aware_models_t *m,
     p->models = m;
     p->server = server;
 
-    peer = m->pacf->peer[server];
+    p->get.uri = ngx_http_prefix_aware_models_uri;
+    p->get.limit = NGX_HTTP_PREFIX_AWARE_MODELS_MAX;
+    p->get.over = "answer over " NGX_HTTP_PREFIX_AWARE_MODELS_MAX_TEXT;
+    p->get.timeout = ngx_min(m->interval / 2,
+                             NGX_HTTP_PREFIX_AWARE_MODELS_WAIT);
+    p->get.body = ngx_http_prefix_aware_models_body;
+    p->get.done = ngx_http_prefix_aware_models_end;
+    p->get.data = p;
 
-    if (peer == NULL) {
-        ngx_http_prefix_aware_models_done(p, "no peer");
-        return;
-    }
-
-    b = ngx_create_temp_buf(m->pool,
-                            sizeof(get) + peer->server.len + sizeof(end));
-    if (b == NULL) {
-        ngx_http_prefix_aware_models_done(p, "no memory");
-        return;
-    }
-
-    b->last = ngx_cpymem(b->last, get, sizeof(get) - 1);
-    b->last = ngx_cpymem(b->last, peer->server.data, peer->server.len);
-    b->last = ngx_cpymem(b->last, end, sizeof(end) - 1);
-    p->request = b;
-
-    p->pc.sockaddr = peer->sockaddr;
-    p->pc.socklen = peer->socklen;
-    p->pc.name = &peer->name;
-    p->pc.get = ngx_event_get_peer;
-    p->pc.log = m->timer.log;
-    p->pc.log_error = NGX_ERROR_INFO;
-
-    rc = ngx_event_connect_peer(&p->pc);
-
-    if (rc == NGX_ERROR || rc == NGX_BUSY || rc == NGX_DECLINED) {
-        ngx_http_prefix_aware_models_done(p, "cannot connect");
-        return;
-    }
-
-    c = p->pc.connection;
-    c->data = p;
-    c->log_error = NGX_ERROR_INFO;
-    c->read->handler = ngx_http_prefix_aware_models_read;
-    c->write->handler = ngx_http_prefix_aware_models_write;
-
-    ngx_add_timer(c->read, ngx_min(m->interval / 2,
-                                   NGX_HTTP_PREFIX_AWARE_MODELS_WAIT));
-
-    if (rc == NGX_OK) {
-        ngx_http_prefix_aware_models_write(c->write);
-    }
+    ngx_http_prefix_aware_get(&p->get, m->pool, m->pacf->peer[server],
+                              m->timer.log);
 }
 
 
@@ -256,9 +211,8 @@ ngx_http_prefix_aware_models_stop(void *data)
     for (j = 0; j < m->pacf->nservers; j++) {
         p = m->polls[j];
 
-        if (p && p->pc.connection) {
-            ngx_close_connection(p->pc.connection);
-            p->pc.connection = NULL;
+        if (p) {
+            ngx_http_prefix_aware_get_close(&p->get);
         }
     }
 
@@ -268,219 +222,61 @@ ngx_http_prefix_aware_models_stop(void *data)
 }
 
 
-static void
-ngx_http_prefix_aware_models_write(ngx_event_t *wev)
-{
-    ssize_t                        n;
-    ngx_buf_t                     *b;
-    ngx_connection_t              *c;
-    ngx_http_prefix_aware_poll_t  *p;
-
-    c = wev->data;
-    p = c->data;
-    b = p->request;
-
-    n = c->send(c, b->pos, b->last - b->pos);
-
-    if (n == NGX_ERROR) {
-        ngx_http_prefix_aware_models_done(p, "cannot send");
-        return;
-    }
-
-    if (n > 0) {
-        b->pos += n;
-    }
-
-    if (b->pos < b->last) {
-        if (ngx_handle_write_event(wev, 0) != NGX_OK) {
-            ngx_http_prefix_aware_models_done(p, "cannot send");
-        }
-
-        return;
-    }
-
-    wev->handler = ngx_http_prefix_aware_models_dummy;
-
-    if (ngx_handle_write_event(wev, 0) != NGX_OK) {
-        ngx_http_prefix_aware_models_done(p, "cannot send");
-    }
-}
-
-
 /*
- * HTTP/1.0 was asked: the answer ends when the server closes.  Its
- * headers must fit the buffer; the body goes to the scanner a buffer at a
- * time, the buffer being reused
+ * the body as it arrives, to the scanner; the scratch of the ids with
+ * its first bytes
  */
 
-static void
-ngx_http_prefix_aware_models_read(ngx_event_t *rev)
+static ngx_int_t
+ngx_http_prefix_aware_models_body(ngx_http_prefix_aware_get_t *g, u_char *p,
+    size_t n)
 {
-    char                          *error;
-    u_char                        *end;
-    ssize_t                        n;
-    ngx_connection_t              *c;
-    ngx_http_prefix_aware_poll_t  *p;
+    ngx_http_prefix_aware_poll_t  *poll = g->data;
 
-    c = rev->data;
-    p = c->data;
+    ngx_pool_t  *pool;
 
-    if (rev->timedout) {
-        ngx_http_prefix_aware_models_done(p, "timed out");
-        return;
-    }
+    if (poll->ids == NULL) {
+        pool = poll->models->pool;
 
-    if (p->buf == NULL) {
-        p->buf = ngx_palloc(p->models->pool,
-                            NGX_HTTP_PREFIX_AWARE_MODELS_BUF);
-        if (p->buf == NULL) {
-            ngx_http_prefix_aware_models_done(p, "no memory");
-            return;
+        poll->ids = ngx_palloc(pool, NGX_HTTP_PREFIX_AWARE_MAX_MODELS
+                                     * sizeof(uint64_t));
+        poll->names = ngx_palloc(pool, NGX_HTTP_PREFIX_AWARE_MAX_MODELS
+                                   * sizeof(ngx_http_prefix_aware_shm_model_t));
+
+        if (poll->ids == NULL || poll->names == NULL) {
+            poll->error = "no memory";
+            return NGX_ERROR;
         }
 
-        p->last = p->buf;
+        pa_models_init(&poll->scan, ngx_http_prefix_aware_models_id, poll);
     }
 
-    end = p->buf + NGX_HTTP_PREFIX_AWARE_MODELS_BUF;
-
-    for ( ;; ) {
-        n = c->recv(c, p->last, end - p->last);
-
-        if (n == NGX_AGAIN) {
-            if (ngx_handle_read_event(rev, 0) != NGX_OK) {
-                ngx_http_prefix_aware_models_done(p, "cannot read");
-            }
-
-            return;
-        }
-
-        if (n == NGX_ERROR) {
-            ngx_http_prefix_aware_models_done(p, "cannot read");
-            return;
-        }
-
-        if (n == 0) {
-            break;
-        }
-
-        if (p->body) {
-            p->size += n;
-
-            if (p->size > NGX_HTTP_PREFIX_AWARE_MODELS_MAX) {
-                ngx_http_prefix_aware_models_done(p, "answer over "
-                                  NGX_HTTP_PREFIX_AWARE_MODELS_MAX_TEXT);
-                return;
-            }
-
-            if (pa_models_feed(&p->scan, p->buf, n) != 0) {
-                ngx_http_prefix_aware_models_done(p, "not a list of models");
-                return;
-            }
-
-            continue;
-        }
-
-        p->last += n;
-
-        error = ngx_http_prefix_aware_models_head(p);
-
-        if (error) {
-            ngx_http_prefix_aware_models_done(p, error);
-            return;
-        }
+    if (pa_models_feed(&poll->scan, p, n) != 0) {
+        poll->error = "not a list of models";
+        return NGX_ERROR;
     }
 
-    if (!p->body) {
-        ngx_http_prefix_aware_models_done(p, (p->last - p->buf >= 12)
-                                             ? "unexpected answer"
-                                             : "status is not 200");
-        return;
-    }
-
-    if (pa_models_finish(&p->scan, NULL) < 0) {
-        ngx_http_prefix_aware_models_done(p, "not a list of models");
-        return;
-    }
-
-    ngx_http_prefix_aware_models_done(p, NULL);
-}
-
-
-/*
- * the headers, once they are in the buffer: a 200 without a transfer
- * coding (HTTP/1.0 was asked); the body bytes read with them go to the
- * scanner, and the buffer is the body's from then on.  NULL: go on
- */
-
-static char *
-ngx_http_prefix_aware_models_head(ngx_http_prefix_aware_poll_t *p)
-{
-    u_char  *body;
-    size_t   n;
-
-    n = p->last - p->buf;
-
-    if (n >= 12
-        && (ngx_strncmp(p->buf, "HTTP/1.", 7) != 0
-            || ngx_strncmp(p->buf + 8, " 200", 4) != 0))
-    {
-        return "status is not 200";
-    }
-
-    body = ngx_strlcasestrn(p->buf, p->last, (u_char *) CRLF CRLF, 4 - 1);
-
-    if (body == NULL) {
-        if (p->last == p->buf + NGX_HTTP_PREFIX_AWARE_MODELS_BUF) {
-            return "headers over the buffer";
-        }
-
-        return NULL;
-    }
-
-    if (n < 12) {
-        return "status is not 200";
-    }
-
-    if (ngx_strlcasestrn(p->buf, body, (u_char *) "transfer-encoding:",
-                         18 - 1)
-        != NULL)
-    {
-        return "a transfer coding in an answer to HTTP/1.0";
-    }
-
-    body += 4;
-
-    p->ids = ngx_palloc(p->models->pool,
-                        NGX_HTTP_PREFIX_AWARE_MAX_MODELS * sizeof(uint64_t));
-    p->names = ngx_palloc(p->models->pool, NGX_HTTP_PREFIX_AWARE_MAX_MODELS
-                              * sizeof(ngx_http_prefix_aware_shm_model_t));
-
-    if (p->ids == NULL || p->names == NULL) {
-        return "no memory";
-    }
-
-    pa_models_init(&p->scan, ngx_http_prefix_aware_models_id, p);
-
-    p->body = 1;
-    p->size = p->last - body;
-
-    if (p->size > NGX_HTTP_PREFIX_AWARE_MODELS_MAX) {
-        return "answer over " NGX_HTTP_PREFIX_AWARE_MODELS_MAX_TEXT;
-    }
-
-    if (pa_models_feed(&p->scan, body, p->last - body) != 0) {
-        return "not a list of models";
-    }
-
-    p->last = p->buf;
-
-    return NULL;
+    return NGX_OK;
 }
 
 
 static void
-ngx_http_prefix_aware_models_dummy(ngx_event_t *ev)
+ngx_http_prefix_aware_models_end(ngx_http_prefix_aware_get_t *g,
+    const char *error)
 {
+    ngx_http_prefix_aware_poll_t  *p = g->data;
+
+    if (error && p->error) {
+        error = p->error;
+    }
+
+    if (error == NULL
+        && (p->ids == NULL || pa_models_finish(&p->scan, NULL) < 0))
+    {
+        error = "not a list of models";
+    }
+
+    ngx_http_prefix_aware_models_done(p, error);
 }
 
 
@@ -514,11 +310,6 @@ ngx_http_prefix_aware_models_done(ngx_http_prefix_aware_poll_t *p,
     ngx_http_prefix_aware_models_t  *m;
 
     m = p->models;
-
-    if (p->pc.connection) {
-        ngx_close_connection(p->pc.connection);
-        p->pc.connection = NULL;
-    }
 
     if (error) {
         ngx_log_debug2(NGX_LOG_DEBUG_HTTP, m->timer.log, 0,

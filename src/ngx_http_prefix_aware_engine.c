@@ -346,6 +346,8 @@ ngx_http_prefix_aware_engine_timer(ngx_event_t *ev)
 
                 p->get.uri = e->pacf->metrics_uri;
                 p->get.limit = NGX_HTTP_PREFIX_AWARE_ENGINE_MAX;
+                p->get.over = "answer over "
+                              NGX_HTTP_PREFIX_AWARE_ENGINE_MAX_TEXT;
                 p->get.timeout = ngx_min(ngx_max(interval, 200),
                                          NGX_HTTP_PREFIX_AWARE_ENGINE_WAIT);
                 p->get.body = ngx_http_prefix_aware_engine_body;

@@ -24,8 +24,9 @@ static void ngx_http_prefix_aware_get_end(ngx_http_prefix_aware_get_t *g,
 
 
 /*
- * starts the GET; "g" (from the caller's pool) has its "uri", "limit",
- * "timeout", "body", "done" and "data" set.  "done" is called once, at
+ * starts the GET; "g" (from the caller's pool) has its "uri", "limit" (and
+ * "over", the reason an answer over it fails), "timeout", "body", "done"
+ * and "data" set.  "done" is called once, at
  * the end, with NULL or the reason it failed (it may be called before
  * this returns)
  */
@@ -40,9 +41,14 @@ ngx_http_prefix_aware_get(ngx_http_prefix_aware_get_t *g, ngx_pool_t *pool,
 
     static u_char  get[] = "GET ";
     static u_char  host[] = " HTTP/1.0" CRLF "Host: ";
-    static u_char  end[] = CRLF "User-Agent: nginx-prefix-aware" CRLF CRLF;
+    static u_char  end[] = CRLF "Accept: */*" CRLF
+                           "User-Agent: nginx-prefix-aware" CRLF CRLF;
 
     g->log = log;
+
+    if (g->over == NULL) {
+        g->over = "answer over its limit";
+    }
 
     if (peer == NULL) {
         ngx_http_prefix_aware_get_end(g, "no peer");
@@ -208,7 +214,7 @@ ngx_http_prefix_aware_get_read(ngx_event_t *rev)
         }
 
         if ((size_t) n > g->limit - g->received) {
-            ngx_http_prefix_aware_get_end(g, "answer over its limit");
+            ngx_http_prefix_aware_get_end(g, g->over);
             return;
         }
 
@@ -305,7 +311,8 @@ ngx_http_prefix_aware_get_head(ngx_http_prefix_aware_get_t *g, u_char *p,
                 && ngx_strncasecmp(h, (u_char *) "transfer-encoding", 17)
                    == 0)
             {
-                ngx_http_prefix_aware_get_end(g, "answer is chunked");
+                ngx_http_prefix_aware_get_end(g,
+                           "a transfer coding in an answer to HTTP/1.0");
                 return NGX_ERROR;
             }
 
@@ -330,8 +337,7 @@ ngx_http_prefix_aware_get_head(ngx_http_prefix_aware_get_t *g, u_char *p,
                 }
 
                 if ((size_t) g->length > g->limit) {
-                    ngx_http_prefix_aware_get_end(g,
-                                                  "answer over its limit");
+                    ngx_http_prefix_aware_get_end(g, g->over);
                     return NGX_ERROR;
                 }
             }

@@ -262,7 +262,7 @@ is engines()->{b1}{index_capacity}, 51200, '... the configured one is back';
 
 my $huge = waits(sub { my $h = engines('huge')->{b1}; $h->{errors} ? $h : undef }, 3);
 ok $huge && !$huge->{reported}, 'a page over 8 MB is refused';
-like $ng->log, qr/upstream "huge" gave no metrics at "\/huge": answer over its limit/,
+like $ng->log, qr/upstream "huge" gave no metrics at "\/huge": answer over 8 MB/,
     '... and logged';
 
 my $slow = waits(sub { my $h = engines('slow')->{b1}; $h->{errors} ? $h : undef }, 3);
