@@ -97,7 +97,7 @@ void
 pa_index_record_size(pa_index_t *idx, uint32_t server,
     const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t size)
 {
-    uint32_t          i, k, stamp, added, half;
+    uint32_t          i, k, stamp, added, half, cap, share;
     uint64_t          end;
     pa_index_hdr_t   *hdr;
     pa_index_count_t  cnt;
@@ -110,6 +110,15 @@ pa_index_record_size(pa_index_t *idx, uint32_t server,
     size = (size < n) ? n : size;
     added = size - cached;
 
+    cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
+    half = cap / 2;
+
+    /* no one request ages its server by more than its share of the cache */
+
+    share = cap / PA_INDEX_SHARE;
+    share = (share == 0) ? 1 : share;
+    added = (added > share) ? share : added;
+
     /*
      * the whole prefix gets one stamp, the counter after the request's
      * new blocks: it was all used now, as the engine's LRU sees it
@@ -120,8 +129,6 @@ pa_index_record_size(pa_index_t *idx, uint32_t server,
     stamp = (uint32_t) end;
 
     memset(&cnt, 0, sizeof(pa_index_count_t));
-
-    half = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED) / 2;
 
     /*
      * the blocks the server already holds are not stamped again while

@@ -31,6 +31,9 @@
 #define PA_INDEX_BUCKET       128               /* two cache lines */
 #define PA_INDEX_NO_SERVER    0xffff
 
+/* a record ages its server by at most 1 / PA_INDEX_SHARE of its cache */
+#define PA_INDEX_SHARE        4
+
 
 /* the region's header; counters are updated with atomics */
 typedef struct {
@@ -140,7 +143,10 @@ void pa_index_record(pa_index_t *idx, uint32_t server,
 /*
  * the same for a request that takes "size" blocks of the server's cache
  * (size >= n): its whole prompt is cached there, the blocks past the
- * indexed ones too, and ages what the server held by as much
+ * indexed ones too, and ages what the server held by as much.  one
+ * record ages a server by at most a quarter (PA_INDEX_SHARE) of its
+ * capacity (1 block at least): whatever a request claims, the holders
+ * stamped in the last three quarters of the cache outlive it.
  */
 void pa_index_record_size(pa_index_t *idx, uint32_t server,
     const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t size);

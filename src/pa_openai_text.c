@@ -253,7 +253,7 @@ pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n)
     XXH3_64bits_update(x->text, s, len);
 
     if (x->hook) {
-        x->hook(x->hook_ctx, s, len);
+        x->hook(x->hook_ctx, s, len, 0);
     }
 
     x->chars += chars;
@@ -280,7 +280,7 @@ pa_oai_sep(pa_oai_t *x, unsigned char sep, size_t n)
         XXH3_64bits_update(x->text, seps, m);
 
         if (x->hook) {
-            x->hook(x->hook_ctx, seps, m);
+            x->hook(x->hook_ctx, seps, m, 1);
         }
 
         n -= m;

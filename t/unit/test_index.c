@@ -41,6 +41,8 @@ typedef struct {
 static uint64_t rnd_next(uint64_t *state);
 static void *region_new(size_t size);
 static void chain(uint64_t root, uint32_t fork, uint64_t *out, uint32_t n);
+static void record_by_share(pa_index_t *idx, uint32_t server,
+    const uint64_t *h, uint32_t n);
 static void test_basic(void);
 static void test_holders(void);
 static void test_eviction(void);
@@ -105,6 +107,28 @@ chain(uint64_t root, uint32_t fork, uint64_t *out, uint32_t n)
         }
 
         out[i] = rnd_next(&st);
+    }
+}
+
+
+/*
+ * "n" new blocks for "server", in records of at most a quarter of its
+ * capacity, the most one record ages it by
+ */
+
+static void
+record_by_share(pa_index_t *idx, uint32_t server, const uint64_t *h,
+    uint32_t n)
+{
+    uint32_t  k, share;
+
+    share = idx->srv[server].capacity / PA_INDEX_SHARE;
+
+    while (n > 0) {
+        k = (n < share) ? n : share;
+        pa_index_record(idx, server, h, k, 0);
+        h += k;
+        n -= k;
     }
 }
 
@@ -352,7 +376,7 @@ test_capacity(void)
     chain(6, 200, d, 200);
 
     pa_index_record(&idx, 0, a, 10, 0);     /* counter 10, stamp 10 */
-    pa_index_record(&idx, 0, b, 90, 0);     /* counter 100 */
+    record_by_share(&idx, 0, b, 90);        /* counter 100 */
     CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 10);
 
     /* 100 blocks later it is still in the engine's LRU of 100 */
@@ -365,7 +389,7 @@ test_capacity(void)
 
     /* a hit takes no new room: the cached blocks do not age the others */
     pa_index_record(&idx, 1, a, 10, 0);
-    pa_index_record(&idx, 1, b, 90, 0);
+    record_by_share(&idx, 1, b, 90);
     pa_index_record(&idx, 1, b, 90, 90);
     pa_index_record(&idx, 1, b, 95, 90);
     CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 10);
@@ -379,14 +403,14 @@ test_capacity(void)
     pa_index_record(&idx, 2, a, 10, 0);     /* counter 10 */
     pa_index_record(&idx, 2, b, 20, 0);     /* 30: 80 left */
     pa_index_record(&idx, 2, a, 10, 10);    /* not stamped */
-    pa_index_record(&idx, 2, b + 20, 81, 0);
+    record_by_share(&idx, 2, b + 20, 81);
     (void) pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[2] == 0);
 
     pa_index_record(&idx, 3, a, 10, 0);     /* counter 10 */
-    pa_index_record(&idx, 3, b, 60, 0);     /* 70: 40 left */
+    record_by_share(&idx, 3, b, 60);        /* 70: 40 left */
     pa_index_record(&idx, 3, a, 10, 10);    /* stamped 70 */
-    pa_index_record(&idx, 3, b + 60, 99, 0);
+    record_by_share(&idx, 3, b + 60, 99);
     (void) pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[3] == 10);
 
@@ -395,23 +419,41 @@ test_capacity(void)
 
     /*
      * a prompt longer than its indexed blocks takes its whole length of
-     * the cache: 10 indexed blocks of a 101-block prompt age the server
-     * as 101 blocks do
+     * the cache: 10 indexed blocks of a 20-block prompt age the server
+     * as 20 blocks do; but no record ages it by more than a quarter of
+     * its cache (25 blocks), whatever it claims
      */
     pa_index_record(&idx, 4, c, 10, 0);             /* counter 10 */
-    pa_index_record_size(&idx, 4, d, 10, 0, 100);   /* 110: c in */
+    pa_index_record_size(&idx, 4, d, 10, 0, 20);    /* 30 */
+    CHECK(idx.srv[4].counter == 30);
+    pa_index_record_size(&idx, 4, d + 10, 10, 0, 1000000);
+    CHECK(idx.srv[4].counter == 55);
+    pa_index_record_size(&idx, 4, d + 20, 10, 0, 100);
+    pa_index_record_size(&idx, 4, d + 30, 10, 0, 100);  /* 105 */
+    pa_index_record_size(&idx, 4, d + 40, 1, 0, 5);     /* 110: c in */
+    CHECK(idx.srv[4].counter == 110);
     (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[4] == 10);
-    pa_index_record_size(&idx, 4, d + 10, 1, 0, 1); /* 111: c out */
+    pa_index_record_size(&idx, 4, d + 41, 1, 0, 1); /* 111: c out */
     (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[4] == 0);
     (void) pa_index_match(&idx, d, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[4] == 10);
 
+    /* more blocks than the share: all are held, the server ages by 25 */
+    pa_index_record(&idx, 7, c, 10, 0);             /* counter 10 */
+    pa_index_record(&idx, 7, d, 100, 0);            /* 35 */
+    CHECK(idx.srv[7].counter == 35);
+    (void) pa_index_match(&idx, d, 100, depth, NSRV, NULL, NULL);
+    CHECK(depth[7] == 100);
+    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[7] == 10);
+
     /* a size below the blocks counts as the blocks */
     pa_index_record(&idx, 5, c, 10, 0);             /* counter 10 */
     pa_index_record_size(&idx, 5, d, 10, 0, 3);     /* 20 */
-    pa_index_record_size(&idx, 5, d + 10, 90, 0, 0);    /* 110 */
+    CHECK(idx.srv[5].counter == 20);
+    record_by_share(&idx, 5, d + 10, 90);           /* 110 */
     (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[5] == 10);
     pa_index_record_size(&idx, 5, d + 100, 1, 0, 1);    /* 111 */

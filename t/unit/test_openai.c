@@ -38,6 +38,8 @@ typedef struct {
     size_t          size;
     size_t          calls;
     size_t          split;      /* calls that began inside a character */
+    size_t          seps;       /* separator bytes, given as such */
+    size_t          mixed;      /* calls that mixed them with characters */
     XXH3_state_t    state;      /* all of it */
 } t_hook_t;
 
@@ -71,7 +73,8 @@ static pa_oai_rc_e t_run_long(const char *body, size_t len, size_t chunk,
     pa_oai_result_t *res);
 static void test_hook(void);
 static void test_golden(void);
-static void t_hook(void *ctx, const unsigned char *p, size_t n);
+static void t_hook(void *ctx, const unsigned char *p, size_t n,
+    unsigned sep);
 static pa_oai_rc_e t_run_hook(const char *body, size_t length, size_t chunk,
     t_hook_t *h, pa_oai_result_t *res);
 static void test_corpus(void);
@@ -1509,6 +1512,7 @@ test_hook(void)
     CHECK(rc == PA_OAI_DONE && r.status == PA_OAI_OK);
     CHECK(h.len == sizeof(text) - 1
           && memcmp(h.text, text, sizeof(text) - 1) == 0);
+    CHECK(h.seps == 8 && h.mixed == 0);
 
     v[0] = XXH3_64bits(h.text, h.len);
     v[1] = XXH3_64bits("llama-3", 7);
@@ -1571,12 +1575,23 @@ test_hook(void)
 
 
 static void
-t_hook(void *ctx, const unsigned char *p, size_t n)
+t_hook(void *ctx, const unsigned char *p, size_t n, unsigned sep)
 {
-    size_t     m;
+    size_t     i, m;
     t_hook_t  *h = ctx;
 
     h->calls++;
+
+    /* the texts of these tests have no U+001D..U+001F of their own */
+
+    for (i = 0; i < n; i++) {
+        if ((p[i] >= 0x1d && p[i] <= 0x1f) != (sep != 0)) {
+            h->mixed++;
+            break;
+        }
+    }
+
+    h->seps += sep ? n : 0;
 
     if (n == 0 || (p[0] & 0xc0) == 0x80 || (p[n - 1] & 0x80)) {
 
