@@ -49,6 +49,9 @@ static void test_eviction(void);
 static void test_full(void);
 static void test_capacity(void);
 static void test_fresh(void);
+static void advance(pa_index_t *idx, uint32_t server, uint64_t blocks,
+    uint64_t *filler);
+static void test_wrap(void);
 static void test_attach(void);
 static void test_stuck(void);
 static void test_garbage(void);
@@ -460,22 +463,6 @@ test_capacity(void)
     (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[5] == 0);
 
-    /*
-     * 32-bit stamps: a holder 2^31 blocks old or more reads as its
-     * server's counter gone round, not as a stamp ahead of it, unless
-     * its age comes within 2^24 blocks of a multiple of 2^32
-     */
-    pa_index_record(&idx, 6, c, 10, 0);             /* counter 10 */
-    idx.srv[6].counter += (1ULL << 31) + 100;
-    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
-    CHECK(depth[6] == 0);
-    idx.srv[6].counter += (1ULL << 31) - (1ULL << 23) - 100;
-    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
-    CHECK(depth[6] == 10);
-    idx.srv[6].counter += 1ULL << 23;                /* 2^32: new again */
-    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
-    CHECK(depth[6] == 10);
-
     /* a larger cache keeps more */
     pa_index_set_capacity(&idx, 1, 1000);
     CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 10);
@@ -485,6 +472,116 @@ test_capacity(void)
     CHECK(depth[1] == 0 && depth[3] == 10);
     (void) pa_index_match(&idx, b, 101, depth, NSRV, NULL, NULL);
     CHECK(depth[1] == 0 && depth[0] == 101);
+
+    free(region);
+}
+
+
+/*
+ * "blocks" new blocks for "server", in records of its share of the
+ * cache, each of one block of a filler chain of its own
+ */
+
+static void
+advance(pa_index_t *idx, uint32_t server, uint64_t blocks, uint64_t *filler)
+{
+    uint32_t  k, share;
+    uint64_t  h;
+
+    share = idx->srv[server].capacity / PA_INDEX_SHARE;
+
+    while (blocks > 0) {
+        k = (blocks < share) ? (uint32_t) blocks : share;
+        h = rnd_next(filler);
+        pa_index_record_size(idx, server, &h, 1, 0, k);
+        blocks -= k;
+    }
+}
+
+
+/*
+ * expiry is exact past 2^32 blocks: a holder not rewritten while its
+ * server's counter went through 2^32 - 2^24 .. 2^32 (and round again)
+ * read as fresh with 32-bit stamps alone
+ */
+
+static void
+test_wrap(void)
+{
+    size_t      size;
+    uint32_t    depth[NSRV], i;
+    uint64_t    c, e, y, g, filler;
+    void       *region;
+    pa_index_t  idx;
+
+    size = pa_index_region_size(4096, NSRV, 4);
+    region = region_new(size);
+
+    /* a cache of 2^30 blocks: a record ages a server by 2^28 at most */
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 1U << 30) == 0);
+
+    filler = 99;
+    c = rnd_next(&filler);
+    e = rnd_next(&filler);
+
+    pa_index_record(&idx, 0, &c, 1, 0);             /* stamp 1 */
+
+    advance(&idx, 0, (1ULL << 30) - 1, &filler);    /* age 2^30 - 1 */
+    CHECK(pa_index_match(&idx, &c, 1, depth, NSRV, NULL, NULL) == 1);
+    advance(&idx, 0, 2, &filler);                   /* 2^30 + 1 */
+    CHECK(pa_index_match(&idx, &c, 1, depth, NSRV, NULL, NULL) == 0);
+
+    /* near 2^32, and past it: still gone */
+    advance(&idx, 0, (1ULL << 32) - (1ULL << 23) - (1ULL << 30) - 1,
+            &filler);
+    CHECK(idx.srv[0].counter - 1 == (1ULL << 32) - (1ULL << 23));
+    CHECK(pa_index_match(&idx, &c, 1, depth, NSRV, NULL, NULL) == 0);
+    advance(&idx, 0, (1ULL << 23) + 5, &filler);    /* 2^32 + 5 */
+    CHECK(pa_index_match(&idx, &c, 1, depth, NSRV, NULL, NULL) == 0);
+    advance(&idx, 0, 3ULL << 32, &filler);
+    CHECK(pa_index_match(&idx, &c, 1, depth, NSRV, NULL, NULL) == 0);
+
+    /*
+     * the same in a bucket written all along (by server 1, another
+     * entry), whose writers drop expired holders as the epoch moves
+     */
+    c = rnd_next(&filler);
+    y = (c & 0xffffffffULL) | ((c ^ 0x5555555500000000ULL)
+                               & 0xffffffff00000000ULL);
+
+    pa_index_record(&idx, 0, &c, 1, 0);
+    g = idx.srv[0].counter;
+
+    for (i = 0; i < 40; i++) {
+        advance(&idx, 0, 1ULL << 27, &filler);
+        pa_index_record(&idx, 1, &y, 1, 0);
+
+        (void) pa_index_match(&idx, &c, 1, depth, NSRV, NULL, NULL);
+        CHECK_MSG(depth[0] == (idx.srv[0].counter - g <= (1ULL << 30)),
+                  "age %llu: depth %u",
+                  (unsigned long long) (idx.srv[0].counter - g), depth[0]);
+        (void) pa_index_match(&idx, &y, 1, depth, NSRV, NULL, NULL);
+        CHECK(depth[1] == 1);
+    }
+
+    /*
+     * a server that recorded nothing keeps its holders while the others
+     * record 2^33 blocks: its own counter decides
+     */
+    pa_index_record(&idx, 2, &e, 1, 0);
+    advance(&idx, 3, 1ULL << 33, &filler);
+    (void) pa_index_match(&idx, &e, 1, depth, NSRV, NULL, NULL);
+    CHECK(depth[2] == 1);
+
+    /*
+     * the bound that remains: a bucket nobody wrote while 2^32 - 2^24 -
+     * 2^30 - capacity blocks were recorded (over all servers) no longer
+     * vouches for holders of a server that recorded since: they read as
+     * gone, however young
+     */
+    advance(&idx, 2, 100, &filler);
+    (void) pa_index_match(&idx, &e, 1, depth, NSRV, NULL, NULL);
+    CHECK(depth[2] == 0);
 
     free(region);
 }
@@ -825,6 +922,7 @@ main(void)
     test_full();
     test_capacity();
     test_fresh();
+    test_wrap();
     test_attach();
     test_stuck();
     test_garbage();
