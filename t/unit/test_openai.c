@@ -1566,6 +1566,41 @@ test_hook(void)
 
     free(body);
 
+    /*
+     * a run of separators is hashed at once: 100,000 empty strings are
+     * 100,000 separators in about 1,600 calls (one per string before),
+     * and the key is that of the bytes as one text
+     */
+
+    body = malloc(4 * 100000 + 64);
+    len = (size_t) sprintf(body, "{\"model\":\"m\",\"prompt\":[\"\"");
+
+    for (k = 1; k < 100000; k++) {
+        memcpy(body + len, ",\"\"", 3);
+        len += 3;
+    }
+
+    len += (size_t) sprintf(body + len, ",\"ab\",\"\"]}");
+
+    for (chunk = 7; chunk <= len; chunk *= 50) {
+        rc = t_run_hook(body, 1024, chunk, &h, &r);
+
+        v[0] = XXH3_64bits_digest(&h.state);
+        v[1] = XXH3_64bits("m", 1);
+        v[2] = 0;
+        v[3] = 1;
+
+        CHECK(rc == PA_OAI_DONE && r.hash == XXH3_64bits(v, sizeof(v)));
+        CHECK(h.seps == 100002 && h.mixed == 0 && r.chars == 2);
+        CHECK_MSG(h.calls <= 100000 / 64 + 4, "%zu calls", h.calls);
+        CHECK(h.len == 100004 && memcmp(h.text + 100000, "ab\x1f\x1f", 4)
+                                 == 0);
+
+        free(h.text);
+    }
+
+    free(body);
+
     /* not OK: what the hook got is no key */
 
     rc = t_run_hook("{\"prompt\":\"abc\",\"x\":tru}", 1024, 1, &h, &r);
