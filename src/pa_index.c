@@ -41,7 +41,7 @@
  * past its last sweep; a holder is expired once its server's epoch is
  * PA_INDEX_WRAP - its capacity past it (over 2^30 - 2^24 blocks, as a
  * capacity is under 2^31), leaving 2^30 blocks for records under way
- * (see pa_index_life())
+ * (see pa_index_life_at())
  */
 #define PA_INDEX_SWEEP     (1LL << 29)
 #define PA_INDEX_WRAP      ((1LL << 32) - PA_INDEX_AHEAD_MAX - (1LL << 30))
@@ -77,8 +77,12 @@ static uint32_t pa_index_probe(pa_index_t *idx, uint64_t hash,
     uint32_t limit, uint32_t *servers);
 static int pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
     int64_t life);
-static inline int64_t pa_index_life(pa_index_t *idx, uint32_t server,
+static inline int64_t pa_index_life_at(pa_index_t *idx, uint32_t server,
     uint32_t stamp, uint64_t swept);
+static inline int64_t pa_index_life(pa_index_t *idx, uint32_t server,
+    uint32_t stamp);
+static inline int64_t pa_index_left(uint32_t now, uint32_t stamp,
+    uint32_t cap);
 
 
 /* this process's id, the owner of the buckets it writes; 0: unknown */
@@ -135,7 +139,7 @@ pa_index_record_size(pa_index_t *idx, uint32_t server,
     /*
      * the epoch moves with every counter, and the server's epoch is set
      * before its counter moves: a reader that sees the counter sees an
-     * epoch that accounts for it (see pa_index_life())
+     * epoch that accounts for it (see pa_index_life_at())
      */
 
     hdr = idx->hdr;
@@ -540,12 +544,17 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     h = idx->holders;
     tag = (uint32_t) (hash >> 32);
 
+    /*
+     * swept less than PA_INDEX_SWEEP ago, or now: no server's epoch is
+     * far enough past it for a stamp to read wrong, so the choices below
+     * need no epoch
+     */
+
     swept = c.w[1];
 
     if ((int64_t) (epoch - swept) >= PA_INDEX_SWEEP) {
         pa_index_sweep(idx, &c, swept);
-        swept = epoch;
-        c.w[1] = swept;
+        c.w[1] = epoch;
     }
 
     hit = UINT32_MAX;
@@ -584,7 +593,7 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
             ent = PA_INDEX_BUCKET_HEAD + (size_t) e * idx->entry_size;
 
             life = pa_index_life(idx, pa_index_get16(&c, ent + 4 + 4 * h),
-                                 pa_index_get32(&c, ent + 4), swept);
+                                 pa_index_get32(&c, ent + 4));
 
             if (life < least) {
                 least = life;
@@ -630,7 +639,7 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
 
         for (k = 0; k < h; k++) {
             life = pa_index_life(idx, pa_index_get16(&c, sv + 2 * k),
-                                 pa_index_get32(&c, st + 4 * k), swept);
+                                 pa_index_get32(&c, st + 4 * k));
 
             if (life < 0) {
                 slot = k;
@@ -683,7 +692,7 @@ pa_index_sweep(pa_index_t *idx, pa_index_copy_t *c, uint64_t swept)
             s = pa_index_get16(c, sv + 2 * k);
             stamp = pa_index_get32(c, st + 4 * k);
 
-            if (pa_index_life(idx, s, stamp, swept) < 0) {
+            if (pa_index_life_at(idx, s, stamp, swept) < 0) {
                 continue;
             }
 
@@ -735,8 +744,8 @@ pa_index_probe(pa_index_t *idx, uint64_t hash, uint32_t limit,
                 continue;
             }
 
-            if (pa_index_life(idx, s, pa_index_get32(&c, ent + 4 + 4 * k),
-                              c.w[1])
+            if (pa_index_life_at(idx, s, pa_index_get32(&c, ent + 4 + 4 * k),
+                                 c.w[1])
                 >= 0)
             {
                 servers[m++] = s;
@@ -780,9 +789,9 @@ pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
 
         for (k = 0; k < h; k++) {
             if (pa_index_get16(&c, sv + 2 * k) == server) {
-                return pa_index_life(idx, server,
-                                     pa_index_get32(&c, ent + 4 + 4 * k),
-                                     c.w[1])
+                return pa_index_life_at(idx, server,
+                                        pa_index_get32(&c, ent + 4 + 4 * k),
+                                        c.w[1])
                        > life;
             }
         }
@@ -806,16 +815,17 @@ pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
  */
 
 static inline int64_t
-pa_index_life(pa_index_t *idx, uint32_t server, uint32_t stamp,
+pa_index_life_at(pa_index_t *idx, uint32_t server, uint32_t stamp,
     uint64_t swept)
 {
-    int32_t   d;
     uint32_t  now, cap;
     uint64_t  epoch;
 
     if (server >= idx->nservers) {
         return -1;
     }
+
+    /* the counter first: the epoch read after it accounts for it */
 
     now = (uint32_t) __atomic_load_n(&idx->srv[server].counter,
                                      __ATOMIC_ACQUIRE);
@@ -825,6 +835,34 @@ pa_index_life(pa_index_t *idx, uint32_t server, uint32_t stamp,
     if ((int64_t) (epoch - swept) >= PA_INDEX_WRAP - (int64_t) cap) {
         return -1;
     }
+
+    return pa_index_left(now, stamp, cap);
+}
+
+
+/* the same where the stamp is known to read right: in a writer's bucket */
+
+static inline int64_t
+pa_index_life(pa_index_t *idx, uint32_t server, uint32_t stamp)
+{
+    uint32_t  now, cap;
+
+    if (server >= idx->nservers) {
+        return -1;
+    }
+
+    now = (uint32_t) __atomic_load_n(&idx->srv[server].counter,
+                                     __ATOMIC_RELAXED);
+    cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
+
+    return pa_index_left(now, stamp, cap);
+}
+
+
+static inline int64_t
+pa_index_left(uint32_t now, uint32_t stamp, uint32_t cap)
+{
+    int32_t  d;
 
     /*
      * serial-number arithmetic: a stamp just ahead of the counter is new
