@@ -35,7 +35,7 @@ static ngx_int_t ngx_http_prefix_aware_feed_bytes(void *data, u_char *p,
 static ngx_int_t ngx_http_prefix_aware_feed_openai(void *data, u_char *p,
     size_t n);
 static void ngx_http_prefix_aware_feed_text(void *ctx,
-    const unsigned char *p, size_t n);
+    const unsigned char *p, size_t n, unsigned sep);
 static void *ngx_http_prefix_aware_alloc(void *ctx, size_t size);
 
 
@@ -174,7 +174,7 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
 {
     size_t                              len;
     u_char                             *idp;
-    uint64_t                            seed;
+    uint64_t                            seed, units;
     pa_oai_t                           *x;
     pa_alloc_t                          alloc;
     pa_blocks_t                        *b;
@@ -308,8 +308,20 @@ blocks:
     }
 
     pd->nblocks = pa_blocks_finish(b, seed);
-    pd->units = ngx_min(b->units, (uint64_t) pacf->length);
-    pd->total_units = b->units;
+
+    /*
+     * the units of the key's text: bytes, or characters without the
+     * separators, which are no text the engine prefills (a body of empty
+     * strings has millions of them), up to "length"; and a request counts
+     * at most "capacity" units, a quarter of its server's cache (in tokens
+     * of 4 units), as work and as what it takes of that cache
+     */
+
+    units = ngx_min(b->units, (uint64_t) pacf->length);
+    units = ngx_min(units, (uint64_t) pacf->capacity);
+
+    pd->units = units;
+    pd->total_units = units;
 
     return NGX_OK;
 }
@@ -491,10 +503,18 @@ ngx_http_prefix_aware_feed_bytes(void *data, u_char *p, size_t n)
 }
 
 
+/* separators are hashed into the blocks, and are no units */
+
 static void
-ngx_http_prefix_aware_feed_text(void *ctx, const unsigned char *p, size_t n)
+ngx_http_prefix_aware_feed_text(void *ctx, const unsigned char *p, size_t n,
+    unsigned sep)
 {
-    (void) pa_blocks_feed(ctx, p, n);
+    if (sep) {
+        (void) pa_blocks_feed_sep(ctx, p, n);
+
+    } else {
+        (void) pa_blocks_feed(ctx, p, n);
+    }
 }
 
 

@@ -149,6 +149,32 @@ pa_blocks_feed(pa_blocks_t *b, const unsigned char *p, size_t n)
 }
 
 
+int
+pa_blocks_feed_sep(pa_blocks_t *b, const unsigned char *p, size_t n)
+{
+    XXH3_state_t  *st;
+
+    if (b->done || b->nblocks == b->max_blocks) {
+        return 0;
+    }
+
+    if (n == 0) {
+        return 1;
+    }
+
+    st = pa_blocks_state(b);
+
+    if (!b->open) {
+        (void) XXH3_64bits_reset_withSeed(st, b->prev);
+        b->open = 1;
+    }
+
+    (void) XXH3_64bits_update(st, p, n);
+
+    return 1;
+}
+
+
 uint32_t
 pa_blocks_finish(pa_blocks_t *b, uint64_t seed)
 {

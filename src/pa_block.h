@@ -30,7 +30,8 @@ typedef struct {
     uint64_t       *out;          /* max_blocks chained hashes */
     uint64_t        prev;         /* chained hash of the last block */
     uint64_t        tail;         /* finish: hash of the whole text */
-    uint64_t        units;        /* units fed, counted past the blocks */
+    uint64_t        units;        /* units fed, counted past the blocks;
+                                     separators are no units */
     uint32_t        block_units;
     uint32_t        max_blocks;
     uint32_t        nblocks;      /* complete blocks in "out" */
@@ -56,6 +57,16 @@ int pa_blocks_init(pa_blocks_t *b, int unit_is_char, uint32_t block_units,
  * only counts units) or after pa_blocks_finish() (nothing is taken)
  */
 int pa_blocks_feed(pa_blocks_t *b, const unsigned char *p, size_t n);
+
+/*
+ * bytes of the text that are not units, as the separators of OpenAI
+ * text (0x1d, 0x1e, 0x1f between roles, pieces and token ids): hashed
+ * into the block they come in (after a block's last unit, still into
+ * it), never counted, so that they neither complete a block nor add to
+ * b->units; a text of separators alone has no block.  returns as
+ * pa_blocks_feed() does.
+ */
+int pa_blocks_feed_sep(pa_blocks_t *b, const unsigned char *p, size_t n);
 
 /*
  * ends the text and mixes "seed" (model, cache_salt, tenant) into every

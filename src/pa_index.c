@@ -9,7 +9,8 @@
  * Layout of the region: the header (128 bytes), one line per server,
  * then buckets of PA_INDEX_BUCKET bytes.  A bucket is a 64-bit word, the
  * sequence number (low 32 bits, odd while a writer holds it) and the
- * last writer's process id (high 32 bits), then "ways" entries of
+ * last writer's process id (high 32 bits), a 64-bit word, the index's
+ * epoch when its expired holders were last dropped, then "ways" entries of
  * "entry_size" bytes: a 32-bit tag (the high half of the block hash; the
  * low half picks the bucket), "holders" 32-bit stamps, then "holders"
  * 16-bit server ids, PA_INDEX_NO_SERVER if the slot is empty.
@@ -35,6 +36,16 @@
 #define PA_INDEX_WALK      8          /* and by a match, which may stop */
 #define PA_INDEX_AHEAD_MAX (1 << 24)  /* a stamp ahead of its counter */
 
+/*
+ * a writer drops a bucket's expired holders once the epoch is this far
+ * past its last sweep; a holder is expired once its server's epoch is
+ * PA_INDEX_WRAP - its capacity past it (over 2^30 - 2^24 blocks, as a
+ * capacity is under 2^31), leaving 2^30 blocks for records under way
+ * (see pa_index_life_at())
+ */
+#define PA_INDEX_SWEEP     (1LL << 29)
+#define PA_INDEX_WRAP      ((1LL << 32) - PA_INDEX_AHEAD_MAX - (1LL << 30))
+
 
 typedef struct {
     uint64_t        w[PA_INDEX_WORDS];
@@ -59,13 +70,19 @@ static int pa_index_recover(unsigned char *bucket, uint64_t *word);
 static void pa_index_unlock(unsigned char *bucket, uint64_t word,
     const pa_index_copy_t *c);
 static void pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
-    uint32_t stamp, pa_index_count_t *cnt);
+    uint32_t stamp, uint64_t epoch, pa_index_count_t *cnt);
+static void pa_index_sweep(pa_index_t *idx, pa_index_copy_t *c,
+    uint64_t swept);
 static uint32_t pa_index_probe(pa_index_t *idx, uint64_t hash,
     uint32_t limit, uint32_t *servers);
 static int pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
     int64_t life);
+static inline int64_t pa_index_life_at(pa_index_t *idx, uint32_t server,
+    uint32_t stamp, uint64_t swept);
 static inline int64_t pa_index_life(pa_index_t *idx, uint32_t server,
     uint32_t stamp);
+static inline int64_t pa_index_left(uint32_t now, uint32_t stamp,
+    uint32_t cap);
 
 
 /* this process's id, the owner of the buckets it writes; 0: unknown */
@@ -97,8 +114,8 @@ void
 pa_index_record_size(pa_index_t *idx, uint32_t server,
     const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t size)
 {
-    uint32_t          i, k, stamp, added, half;
-    uint64_t          end;
+    uint32_t          i, k, stamp, added, half, cap, share;
+    uint64_t          end, epoch;
     pa_index_hdr_t   *hdr;
     pa_index_count_t  cnt;
 
@@ -110,18 +127,41 @@ pa_index_record_size(pa_index_t *idx, uint32_t server,
     size = (size < n) ? n : size;
     added = size - cached;
 
+    cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
+    half = cap / 2;
+
+    /* no one request ages its server by more than its share of the cache */
+
+    share = cap / PA_INDEX_SHARE;
+    share = (share == 0) ? 1 : share;
+    added = (added > share) ? share : added;
+
+    /*
+     * the epoch moves with every counter, and the server's epoch is set
+     * before its counter moves: a reader that sees the counter sees an
+     * epoch that accounts for it (see pa_index_life_at())
+     */
+
+    hdr = idx->hdr;
+
+    if (added) {
+        epoch = __atomic_add_fetch(&hdr->epoch, added, __ATOMIC_RELAXED);
+        __atomic_store_n(&idx->srv[server].epoch, epoch, __ATOMIC_RELAXED);
+
+    } else {
+        epoch = __atomic_load_n(&hdr->epoch, __ATOMIC_RELAXED);
+    }
+
     /*
      * the whole prefix gets one stamp, the counter after the request's
      * new blocks: it was all used now, as the engine's LRU sees it
      */
 
     end = __atomic_add_fetch(&idx->srv[server].counter, added,
-                             __ATOMIC_RELAXED);
+                             __ATOMIC_RELEASE);
     stamp = (uint32_t) end;
 
     memset(&cnt, 0, sizeof(pa_index_count_t));
-
-    half = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED) / 2;
 
     /*
      * the blocks the server already holds are not stamped again while
@@ -151,10 +191,8 @@ pa_index_record_size(pa_index_t *idx, uint32_t server,
             pa_index_prefetch(idx, hashes[i + PA_INDEX_AHEAD]);
         }
 
-        pa_index_put(idx, hashes[i], server, stamp, &cnt);
+        pa_index_put(idx, hashes[i], server, stamp, epoch, &cnt);
     }
-
-    hdr = idx->hdr;
 
     (void) __atomic_fetch_add(&hdr->recorded, n, __ATOMIC_RELAXED);
 
@@ -481,12 +519,12 @@ pa_index_unlock(unsigned char *bucket, uint64_t word,
 
 static void
 pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
-    uint32_t stamp, pa_index_count_t *cnt)
+    uint32_t stamp, uint64_t epoch, pa_index_count_t *cnt)
 {
     size_t           ent, st, sv;
     int64_t          life, least;
     uint32_t         e, k, h, tag, hit, empty, slot;
-    uint64_t         word;
+    uint64_t         word, swept;
     unsigned char   *bucket;
     pa_index_copy_t  c;
 
@@ -506,13 +544,26 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     h = idx->holders;
     tag = (uint32_t) (hash >> 32);
 
+    /*
+     * swept less than PA_INDEX_SWEEP ago, or now: no server's epoch is
+     * far enough past it for a stamp to read wrong, so the choices below
+     * need no epoch
+     */
+
+    swept = c.w[1];
+
+    if ((int64_t) (epoch - swept) >= PA_INDEX_SWEEP) {
+        pa_index_sweep(idx, &c, swept);
+        c.w[1] = epoch;
+    }
+
     hit = UINT32_MAX;
     empty = UINT32_MAX;
 
     /* an entry is empty if its first holder is: holders fill from it */
 
     for (e = 0; e < idx->ways; e++) {
-        ent = 8 + (size_t) e * idx->entry_size;
+        ent = PA_INDEX_BUCKET_HEAD + (size_t) e * idx->entry_size;
 
         if (pa_index_get16(&c, ent + 4 + 4 * h) == PA_INDEX_NO_SERVER) {
             empty = (empty == UINT32_MAX) ? e : empty;
@@ -539,7 +590,7 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
         hit = 0;
 
         for (e = 0; e < idx->ways; e++) {
-            ent = 8 + (size_t) e * idx->entry_size;
+            ent = PA_INDEX_BUCKET_HEAD + (size_t) e * idx->entry_size;
 
             life = pa_index_life(idx, pa_index_get16(&c, ent + 4 + 4 * h),
                                  pa_index_get32(&c, ent + 4));
@@ -555,7 +606,7 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
         }
     }
 
-    ent = 8 + (size_t) hit * idx->entry_size;
+    ent = PA_INDEX_BUCKET_HEAD + (size_t) hit * idx->entry_size;
     st = ent + 4;
     sv = st + 4 * h;
 
@@ -615,6 +666,48 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
 }
 
 
+/*
+ * drops the expired holders of every entry of a bucket's copy, keeping
+ * the others in their order: after it, every holder left is at most
+ * "capacity" blocks old, so that none can be 2^32 - PA_INDEX_AHEAD_MAX
+ * blocks old, where a 32-bit stamp reads as new again, before its
+ * server's epoch is PA_INDEX_WRAP - capacity past the sweep
+ */
+
+static void
+pa_index_sweep(pa_index_t *idx, pa_index_copy_t *c, uint64_t swept)
+{
+    size_t    ent, st, sv;
+    uint32_t  e, k, m, h, s, stamp;
+
+    h = idx->holders;
+
+    for (e = 0; e < idx->ways; e++) {
+        ent = PA_INDEX_BUCKET_HEAD + (size_t) e * idx->entry_size;
+        st = ent + 4;
+        sv = st + 4 * h;
+        m = 0;
+
+        for (k = 0; k < h; k++) {
+            s = pa_index_get16(c, sv + 2 * k);
+            stamp = pa_index_get32(c, st + 4 * k);
+
+            if (pa_index_life_at(idx, s, stamp, swept) < 0) {
+                continue;
+            }
+
+            pa_index_set16(c, sv + 2 * m, s);
+            pa_index_set32(c, st + 4 * m, stamp);
+            m++;
+        }
+
+        for ( /* void */ ; m < h; m++) {
+            pa_index_set16(c, sv + 2 * m, PA_INDEX_NO_SERVER);
+        }
+    }
+}
+
+
 /* the valid holders of a block hash, at most idx->holders of them */
 
 static uint32_t
@@ -633,7 +726,7 @@ pa_index_probe(pa_index_t *idx, uint64_t hash, uint32_t limit,
     tag = (uint32_t) (hash >> 32);
 
     for (e = 0; e < idx->ways; e++) {
-        ent = 8 + (size_t) e * idx->entry_size;
+        ent = PA_INDEX_BUCKET_HEAD + (size_t) e * idx->entry_size;
 
         if (pa_index_get32(&c, ent) != tag) {
             continue;
@@ -651,7 +744,8 @@ pa_index_probe(pa_index_t *idx, uint64_t hash, uint32_t limit,
                 continue;
             }
 
-            if (pa_index_life(idx, s, pa_index_get32(&c, ent + 4 + 4 * k))
+            if (pa_index_life_at(idx, s, pa_index_get32(&c, ent + 4 + 4 * k),
+                                 c.w[1])
                 >= 0)
             {
                 servers[m++] = s;
@@ -685,7 +779,7 @@ pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
     tag = (uint32_t) (hash >> 32);
 
     for (e = 0; e < idx->ways; e++) {
-        ent = 8 + (size_t) e * idx->entry_size;
+        ent = PA_INDEX_BUCKET_HEAD + (size_t) e * idx->entry_size;
 
         if (pa_index_get32(&c, ent) != tag) {
             continue;
@@ -695,8 +789,9 @@ pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
 
         for (k = 0; k < h; k++) {
             if (pa_index_get16(&c, sv + 2 * k) == server) {
-                return pa_index_life(idx, server,
-                                     pa_index_get32(&c, ent + 4 + 4 * k))
+                return pa_index_life_at(idx, server,
+                                        pa_index_get32(&c, ent + 4 + 4 * k),
+                                        c.w[1])
                        > life;
             }
         }
@@ -709,13 +804,47 @@ pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
 /*
  * the blocks a holder has left in its server's cache before the LRU
  * drops it, -1 if it has, or if the slot is empty; no division, as it
- * is computed for every holder met
+ * is computed for every holder met.  "swept": the epoch its bucket was
+ * last swept at.  Stamps are 32 bits: the age of a holder is known
+ * modulo 2^32 only, which is its age while that is under 2^32 -
+ * PA_INDEX_AHEAD_MAX.  It is: at the sweep it was at most "capacity"
+ * (< 2^31), and its server's counter has moved on by no more than the
+ * server's epoch past the sweep, each record adding to both, plus the
+ * records under way; from PA_INDEX_WRAP - capacity of that on, the
+ * holder is taken as expired.
  */
+
+static inline int64_t
+pa_index_life_at(pa_index_t *idx, uint32_t server, uint32_t stamp,
+    uint64_t swept)
+{
+    uint32_t  now, cap;
+    uint64_t  epoch;
+
+    if (server >= idx->nservers) {
+        return -1;
+    }
+
+    /* the counter first: the epoch read after it accounts for it */
+
+    now = (uint32_t) __atomic_load_n(&idx->srv[server].counter,
+                                     __ATOMIC_ACQUIRE);
+    epoch = __atomic_load_n(&idx->srv[server].epoch, __ATOMIC_RELAXED);
+    cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
+
+    if ((int64_t) (epoch - swept) >= PA_INDEX_WRAP - (int64_t) cap) {
+        return -1;
+    }
+
+    return pa_index_left(now, stamp, cap);
+}
+
+
+/* the same where the stamp is known to read right: in a writer's bucket */
 
 static inline int64_t
 pa_index_life(pa_index_t *idx, uint32_t server, uint32_t stamp)
 {
-    int32_t   d;
     uint32_t  now, cap;
 
     if (server >= idx->nservers) {
@@ -725,6 +854,15 @@ pa_index_life(pa_index_t *idx, uint32_t server, uint32_t stamp)
     now = (uint32_t) __atomic_load_n(&idx->srv[server].counter,
                                      __ATOMIC_RELAXED);
     cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
+
+    return pa_index_left(now, stamp, cap);
+}
+
+
+static inline int64_t
+pa_index_left(uint32_t now, uint32_t stamp, uint32_t cap)
+{
+    int32_t  d;
 
     /*
      * serial-number arithmetic: a stamp just ahead of the counter is new

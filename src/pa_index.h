@@ -13,7 +13,13 @@
  *
  * Forgetting models each engine's LRU cache: every server has a counter
  * of the blocks recorded for it, and a holder is valid while that counter
- * is at most "capacity" blocks past the holder's stamp.
+ * is at most "capacity" blocks past the holder's stamp.  Stamps are the
+ * low 32 bits of the counter; the index's epoch (the blocks added to all
+ * servers, 64 bits) keeps their expiry exact past 2^32: each bucket has
+ * the epoch it was last swept at, its writers drop its expired holders
+ * once the epoch is 2^29 blocks past it, and a holder of a server whose
+ * epoch is 2^32 - 2^24 - 2^30 - capacity blocks past its bucket's sweep
+ * is expired (see pa_index_life()).
  */
 
 
@@ -26,10 +32,14 @@
 
 
 #define PA_INDEX_MAGIC        0x78646961u       /* "aidx" */
-#define PA_INDEX_VERSION      2
+#define PA_INDEX_VERSION      3
 #define PA_INDEX_MAX_SERVERS  1024
 #define PA_INDEX_BUCKET       128               /* two cache lines */
+#define PA_INDEX_BUCKET_HEAD  16                /* its lock, its sweep */
 #define PA_INDEX_NO_SERVER    0xffff
+
+/* a record ages its server by at most 1 / PA_INDEX_SHARE of its cache */
+#define PA_INDEX_SHARE        4
 
 
 /* the region's header; counters are updated with atomics */
@@ -53,15 +63,16 @@ typedef struct {
     uint64_t        recorded;         /* blocks recorded */
     uint64_t        fresh;            /* of them, held fresh: not stamped */
     uint64_t        recovered;        /* taken over from a dead writer */
-    unsigned char   pad1[64 - 56];
+    uint64_t        epoch;            /* blocks added to all servers */
 } pa_index_hdr_t;
 
 
 /* one cache line per server, as every worker adds to its counter */
 typedef struct {
     uint64_t        counter;          /* blocks recorded, monotonic */
+    uint64_t        epoch;            /* the index's epoch at its last */
     uint32_t        capacity;         /* blocks the engine keeps */
-    unsigned char   pad[64 - 12];
+    unsigned char   pad[64 - 20];
 } pa_index_srv_t;
 
 
@@ -143,7 +154,10 @@ void pa_index_record(pa_index_t *idx, uint32_t server,
 /*
  * the same for a request that takes "size" blocks of the server's cache
  * (size >= n): its whole prompt is cached there, the blocks past the
- * indexed ones too, and ages what the server held by as much
+ * indexed ones too, and ages what the server held by as much.  one
+ * record ages a server by at most a quarter (PA_INDEX_SHARE) of its
+ * capacity (1 block at least): whatever a request claims, the holders
+ * stamped in the last three quarters of the cache outlive it.
  */
 void pa_index_record_size(pa_index_t *idx, uint32_t server,
     const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t size);

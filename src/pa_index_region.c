@@ -71,9 +71,11 @@ pa_index_init(pa_index_t *idx, void *region, size_t size,
 
     memset(idx->buckets, 0xff, idx->nbuckets * PA_INDEX_BUCKET);
 
+    /* the sequence even, no owner, swept at epoch 0 */
+
     for (b = 0; b < idx->nbuckets; b++) {
         p = idx->buckets + b * PA_INDEX_BUCKET;
-        memset(p, 0, 8);
+        memset(p, 0, PA_INDEX_BUCKET_HEAD);
     }
 
     hdr->version = PA_INDEX_VERSION;
@@ -154,16 +156,21 @@ void
 pa_index_forget(pa_index_t *idx, uint32_t server)
 {
     uint32_t  cap;
+    uint64_t  epoch;
 
     if (server >= idx->nservers) {
         return;
     }
 
-    /* past every stamp by more than the capacity */
+    /* past every stamp by more than the capacity, the epoch too */
     cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
 
+    epoch = __atomic_add_fetch(&idx->hdr->epoch, (uint64_t) cap + 1,
+                               __ATOMIC_RELAXED);
+    __atomic_store_n(&idx->srv[server].epoch, epoch, __ATOMIC_RELAXED);
+
     (void) __atomic_fetch_add(&idx->srv[server].counter,
-                              (uint64_t) cap + 1, __ATOMIC_RELAXED);
+                              (uint64_t) cap + 1, __ATOMIC_RELEASE);
 }
 
 
@@ -198,7 +205,7 @@ pa_index_geometry(uint32_t holders, uint32_t *entry_size, uint32_t *ways)
     esz = 4 + 4 * holders + ((2 * holders + 3) & ~3u);
 
     *entry_size = esz;
-    *ways = (PA_INDEX_BUCKET - 8) / esz;
+    *ways = (PA_INDEX_BUCKET - PA_INDEX_BUCKET_HEAD) / esz;
 
     return 0;
 }

@@ -190,6 +190,9 @@ pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res)
         x->rc = (x->status == PA_OAI_OK) ? PA_OAI_DONE : PA_OAI_FALLBACK;
     }
 
+    /* the separators the text ended with */
+    pa_oai_sep_flush(x);
+
     res->status = x->status;
     res->scanned = x->scanned;
 

@@ -72,8 +72,12 @@ typedef struct {
 
 typedef struct pa_oai_s  pa_oai_t;
 
-/* is given the bytes of the key's text as they are hashed, see below */
-typedef void (*pa_oai_text_pt)(void *ctx, const unsigned char *p, size_t n);
+/*
+ * is given the bytes of the key's text as they are hashed, see below;
+ * "sep" is 1 for separator bytes, which are not characters
+ */
+typedef void (*pa_oai_text_pt)(void *ctx, const unsigned char *p, size_t n,
+    unsigned sep);
 
 
 /*
@@ -91,8 +95,11 @@ pa_oai_t *pa_oai_create(const pa_alloc_t *alloc, size_t length,
  * Optional, before the first feed: "text" is given, in order, exactly
  * the bytes hashed as the key's text (see pa_openai.c: UTF-8 of the
  * first "length" characters, with the separator bytes 0x1d, 0x1e and
- * 0x1f), split anywhere between characters, never inside one.  It is
- * called from pa_oai_feed() and pa_oai_finish(); what it got is the
+ * 0x1f), split anywhere between characters, never inside one, and the
+ * separators apart from the characters ("sep" 1).  Separators are hashed
+ * while characters are still wanted, however many there are: a body of
+ * empty strings gives as many as it has strings and no character.  It
+ * is called from pa_oai_feed() and pa_oai_finish(); what it got is the
  * key's text only if the result is PA_OAI_OK.
  */
 void pa_oai_text_hook(pa_oai_t *x, pa_oai_text_pt text, void *ctx);

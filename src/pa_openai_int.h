@@ -145,6 +145,7 @@ struct pa_oai_s {
     size_t               scanned;
     size_t               pieces;       /* content/prompt pieces begun */
     size_t               depth;
+    size_t               sep_run;      /* separators not hashed yet */
 
     uint64_t             model;
     uint64_t             salt;
@@ -177,6 +178,7 @@ struct pa_oai_s {
     unsigned char        type;         /* pa_oai_type_e of a literal */
     unsigned char        hex;          /* digits of \u read */
     unsigned char        lit_pos;
+    unsigned char        sep_byte;     /* the separator of the run */
 
     /* a UTF-8 character split between buffers */
     unsigned char        u_need;
@@ -231,6 +233,7 @@ void pa_oai_pend_close(pa_oai_t *x);
 void pa_oai_flush(pa_oai_t *x);
 void pa_oai_pck(pa_oai_t *x);
 void pa_oai_sep(pa_oai_t *x, unsigned char sep, size_t n);
+void pa_oai_sep_flush(pa_oai_t *x);
 
 
 #endif /* _PA_OPENAI_INT_H_INCLUDED_ */

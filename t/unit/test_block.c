@@ -4,7 +4,9 @@
  *
  * Unit tests of src/pa_block.c: block boundaries in bytes and in code
  * points, independence from how the text is split, chaining, seeds, the
- * block cap and the unit count.
+ * block cap and the unit count; separators, which are no units, and the
+ * units of OpenAI bodies read by pa_openai.c (a body of empty strings
+ * has none).
  */
 
 
@@ -13,7 +15,9 @@
 #include <string.h>
 
 #include "pa_block.h"
+#include "pa_openai.h"
 #include "unit.h"
+#include "arena.h"
 
 
 #define TEXT_MAX   20000
@@ -35,10 +39,20 @@ static void test_splits(void);
 static void test_chaining(void);
 static void test_seeds(void);
 static void test_cap(void);
+static uint32_t sep_reference(const unsigned char *p, const unsigned char *sep,
+    size_t n, uint32_t bu, uint32_t max, uint64_t *out, uint64_t *units);
+static void test_seps(void);
+static void feed_hook(void *ctx, const unsigned char *p, size_t n,
+    unsigned sep);
+static uint32_t openai_blocks(const char *body, size_t len, size_t length,
+    uint32_t bu, uint32_t max, uint64_t *out);
+static void test_openai(void);
 
 
 static unsigned char  text[TEXT_MAX];
+static unsigned char  seps[TEXT_MAX];
 static pa_blocks_t    blocks;
+static ta_arena_t     arena = { NULL, -1, 0 };
 
 
 static uint64_t
@@ -431,6 +445,266 @@ test_cap(void)
 }
 
 
+/*
+ * the definition with separators: "sep[i]" marks the bytes that are no
+ * units; a block ends before the unit after its last one, so the
+ * separators after its last unit are hashed with it
+ */
+
+static uint32_t
+sep_reference(const unsigned char *p, const unsigned char *sep, size_t n,
+    uint32_t bu, uint32_t max, uint64_t *out, uint64_t *units)
+{
+    size_t    i, start, u;
+    uint32_t  nb;
+    uint64_t  prev;
+
+    nb = 0;
+    prev = 0;
+    start = 0;
+    u = 0;
+
+    for (i = 0; i <= n; i++) {
+
+        if (i < n && (sep[i] || (p[i] & 0xc0) == 0x80)) {
+            continue;
+        }
+
+        if (u > 0 && u % bu == 0 && nb < max && (i - start) > 0) {
+            prev = XXH3_64bits_withSeed(p + start, i - start, prev);
+            out[nb++] = prev;
+            start = i;
+        }
+
+        if (i < n) {
+            u++;
+        }
+    }
+
+    *units = u;
+
+    return nb;
+}
+
+
+static void
+test_seps(void)
+{
+    size_t    n, i, k, off;
+    uint32_t  nb, nr, round;
+    uint64_t  rnd, units, st;
+    uint64_t  out[MAX_BLK], ref[MAX_BLK];
+
+    rnd = 11;
+
+    for (round = 0; round < 200; round++) {
+
+        /* text of 1..4-byte characters with runs of separators between */
+
+        n = 0;
+        st = rnd_next(&rnd);
+
+        while (n < TEXT_MAX - 64) {
+            if (rnd_next(&rnd) % 3 == 0) {
+                k = 1 + rnd_next(&rnd) % ((st & 1) ? 40 : 3);
+
+                for (i = 0; i < k; i++) {
+                    text[n] = (unsigned char) (0x1d + rnd_next(&rnd) % 3);
+                    seps[n++] = 1;
+                }
+
+            } else {
+                k = make_text(text + n, 1 + rnd_next(&rnd) % 20, &rnd, 1);
+                memset(seps + n, 0, k);
+                n += k;
+            }
+
+            if (rnd_next(&rnd) % 200 == 0) {
+                break;
+            }
+        }
+
+        /* fed as the OpenAI reader does: characters and separators apart */
+
+        (void) pa_blocks_init(&blocks, 1, 16 + round % 50, 8 + round % 40,
+                              out);
+
+        for (off = 0; off < n; off += k) {
+            for (k = 1; off + k < n && seps[off + k] == seps[off]; k++) {
+                /* void */
+            }
+
+            if (!seps[off]) {
+                k = 1 + rnd_next(&rnd) % k;
+
+                /* whole characters only, as the reader gives them */
+                while (off + k < n && (text[off + k] & 0xc0) == 0x80) {
+                    k++;
+                }
+
+                (void) pa_blocks_feed(&blocks, text + off, k);
+
+            } else {
+                (void) pa_blocks_feed_sep(&blocks, text + off, k);
+            }
+        }
+
+        nb = pa_blocks_finish(&blocks, 0);
+
+        nr = sep_reference(text, seps, n, 16 + round % 50, 8 + round % 40,
+                           ref, &units);
+
+        for (i = 0; i < nr; i++) {
+            ref[i] = pa_blocks_mix(ref[i], 0);
+        }
+
+        CHECK_MSG(nb == nr && memcmp(out, ref, nb * sizeof(uint64_t)) == 0,
+                  "round %u: %u blocks, %u expected", round, nb, nr);
+        CHECK_MSG(blocks.units == units, "round %u: %llu units, %llu",
+                  round, (unsigned long long) blocks.units,
+                  (unsigned long long) units);
+    }
+
+    /* separators alone: no unit, no block; the tail hashes them */
+
+    memset(text, 0x1f, 4096);
+    (void) pa_blocks_init(&blocks, 1, 16, 8, out);
+    CHECK(pa_blocks_feed_sep(&blocks, text, 4096) == 1);
+    CHECK(pa_blocks_finish(&blocks, 5) == 0);
+    CHECK(blocks.units == 0);
+    CHECK(blocks.tail == pa_blocks_mix(XXH3_64bits_withSeed(text, 4096, 0),
+                                       5));
+
+    /* nothing after the last block or the finish */
+    (void) pa_blocks_init(&blocks, 1, 16, 1, out);
+    CHECK(pa_blocks_feed(&blocks, (const unsigned char *) "0123456789abcdef",
+                         16) == 1);
+    CHECK(pa_blocks_feed_sep(&blocks, text, 3) == 1);
+    CHECK(pa_blocks_feed(&blocks, (const unsigned char *) "x", 1) == 0);
+    CHECK(pa_blocks_feed_sep(&blocks, text, 3) == 0);
+    CHECK(pa_blocks_finish(&blocks, 0) == 1 && blocks.units == 17);
+    CHECK(blocks.out[0] == pa_blocks_mix(XXH3_64bits_withSeed(
+                  "0123456789abcdef\x1f\x1f\x1f", 19, 0), 0));
+    CHECK(pa_blocks_feed_sep(&blocks, text, 3) == 0);
+}
+
+
+static void
+feed_hook(void *ctx, const unsigned char *p, size_t n, unsigned sep)
+{
+    if (sep) {
+        (void) pa_blocks_feed_sep(ctx, p, n);
+
+    } else {
+        (void) pa_blocks_feed(ctx, p, n);
+    }
+}
+
+
+/* the blocks of an OpenAI body's text, as the module cuts them */
+
+static uint32_t
+openai_blocks(const char *body, size_t len, size_t length, uint32_t bu,
+    uint32_t max, uint64_t *out)
+{
+    pa_oai_t         *x;
+    pa_alloc_t        a;
+    pa_oai_result_t   res;
+
+    a.alloc = ta_alloc;
+    a.ctx = &arena;
+
+    ta_reset(&arena);
+
+    x = pa_oai_create(&a, length, 0);
+    if (x == NULL || pa_blocks_init(&blocks, 1, bu, max, out) != 0) {
+        return UINT32_MAX;
+    }
+
+    pa_oai_text_hook(x, feed_hook, &blocks);
+
+    (void) pa_oai_feed(x, (const unsigned char *) body, len);
+    pa_oai_finish(x, &res);
+
+    if (res.status != PA_OAI_OK) {
+        return UINT32_MAX;
+    }
+
+    return pa_blocks_finish(&blocks, res.meta);
+}
+
+
+/*
+ * the units of OpenAI bodies are their characters: a body of 1 MB of
+ * empty strings (349,000 separators, which counted as units before) has
+ * none and no block, however long, and so have empty messages and empty
+ * token arrays; the units stop at "length" characters
+ */
+
+static void
+test_openai(void)
+{
+    char      *body;
+    size_t     len, i, n;
+    uint32_t   nb;
+    uint64_t   out[MAX_BLK];
+
+    static const char  *unit[] = { "\"\"", "{\"role\":\"\",\"content\":\"\"}",
+                                   "[]", "{}" };
+    static const char  *head[] = { "{\"model\":\"m\",\"prompt\":[",
+                                   "{\"model\":\"m\",\"messages\":[",
+                                   "{\"model\":\"m\",\"prompt\":[",
+                                   "{\"model\":\"m\",\"messages\":[" };
+
+    body = malloc(1024 * 1024 + 64);
+
+    for (i = 0; i < 4; i++) {
+        len = (size_t) sprintf(body, "%s", head[i]);
+        n = 0;
+
+        while (len < 1024 * 1024) {
+            len += (size_t) sprintf(body + len, "%s%s", n ? "," : "",
+                                    unit[i]);
+            n++;
+        }
+
+        len += (size_t) sprintf(body + len, "]}");
+
+        nb = openai_blocks(body, len, 32768, 128, 256, out);
+
+        CHECK_MSG(nb == 0 && blocks.units == 0,
+                  "%s...: %u blocks, %llu units (%zu strings)", head[i], nb,
+                  (unsigned long long) blocks.units, n);
+    }
+
+    /* characters among the empty strings: they are the units */
+
+    len = (size_t) sprintf(body, "{\"model\":\"m\",\"prompt\":[\"ab\"");
+
+    for (n = 0; n < 100000; n++) {
+        len += (size_t) sprintf(body + len, ",\"\"");
+    }
+
+    len += (size_t) sprintf(body + len, ",\"\\u4e2dd\"]}");
+
+    nb = openai_blocks(body, len, 32768, 16, 256, out);
+    CHECK(nb == 0 && blocks.units == 4);
+
+    /* a long text: units up to "length", the blocks in it */
+
+    len = (size_t) sprintf(body, "{\"model\":\"m\",\"prompt\":\"");
+    memset(body + len, 'a', 100000);
+    len += 100000;
+    len += (size_t) sprintf(body + len, "\"}");
+
+    nb = openai_blocks(body, len, 32768, 128, 256, out);
+    CHECK(nb == 256 && blocks.units == 32768);
+
+    ta_reset(&arena);
+    free(body);
+}
+
+
 int
 main(void)
 {
@@ -440,6 +714,8 @@ main(void)
     test_chaining();
     test_seeds();
     test_cap();
+    test_seps();
+    test_openai();
 
     return UNIT_DONE();
 }

@@ -41,12 +41,17 @@ typedef struct {
 static uint64_t rnd_next(uint64_t *state);
 static void *region_new(size_t size);
 static void chain(uint64_t root, uint32_t fork, uint64_t *out, uint32_t n);
+static void record_by_share(pa_index_t *idx, uint32_t server,
+    const uint64_t *h, uint32_t n);
 static void test_basic(void);
 static void test_holders(void);
 static void test_eviction(void);
 static void test_full(void);
 static void test_capacity(void);
 static void test_fresh(void);
+static void advance(pa_index_t *idx, uint32_t server, uint64_t blocks,
+    uint64_t *filler);
+static void test_wrap(void);
 static void test_attach(void);
 static void test_stuck(void);
 static void test_garbage(void);
@@ -105,6 +110,28 @@ chain(uint64_t root, uint32_t fork, uint64_t *out, uint32_t n)
         }
 
         out[i] = rnd_next(&st);
+    }
+}
+
+
+/*
+ * "n" new blocks for "server", in records of at most a quarter of its
+ * capacity, the most one record ages it by
+ */
+
+static void
+record_by_share(pa_index_t *idx, uint32_t server, const uint64_t *h,
+    uint32_t n)
+{
+    uint32_t  k, share;
+
+    share = idx->srv[server].capacity / PA_INDEX_SHARE;
+
+    while (n > 0) {
+        k = (n < share) ? n : share;
+        pa_index_record(idx, server, h, k, 0);
+        h += k;
+        n -= k;
     }
 }
 
@@ -352,7 +379,7 @@ test_capacity(void)
     chain(6, 200, d, 200);
 
     pa_index_record(&idx, 0, a, 10, 0);     /* counter 10, stamp 10 */
-    pa_index_record(&idx, 0, b, 90, 0);     /* counter 100 */
+    record_by_share(&idx, 0, b, 90);        /* counter 100 */
     CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 10);
 
     /* 100 blocks later it is still in the engine's LRU of 100 */
@@ -365,7 +392,7 @@ test_capacity(void)
 
     /* a hit takes no new room: the cached blocks do not age the others */
     pa_index_record(&idx, 1, a, 10, 0);
-    pa_index_record(&idx, 1, b, 90, 0);
+    record_by_share(&idx, 1, b, 90);
     pa_index_record(&idx, 1, b, 90, 90);
     pa_index_record(&idx, 1, b, 95, 90);
     CHECK(pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL) == 10);
@@ -379,14 +406,14 @@ test_capacity(void)
     pa_index_record(&idx, 2, a, 10, 0);     /* counter 10 */
     pa_index_record(&idx, 2, b, 20, 0);     /* 30: 80 left */
     pa_index_record(&idx, 2, a, 10, 10);    /* not stamped */
-    pa_index_record(&idx, 2, b + 20, 81, 0);
+    record_by_share(&idx, 2, b + 20, 81);
     (void) pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[2] == 0);
 
     pa_index_record(&idx, 3, a, 10, 0);     /* counter 10 */
-    pa_index_record(&idx, 3, b, 60, 0);     /* 70: 40 left */
+    record_by_share(&idx, 3, b, 60);        /* 70: 40 left */
     pa_index_record(&idx, 3, a, 10, 10);    /* stamped 70 */
-    pa_index_record(&idx, 3, b + 60, 99, 0);
+    record_by_share(&idx, 3, b + 60, 99);
     (void) pa_index_match(&idx, a, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[3] == 10);
 
@@ -395,44 +422,46 @@ test_capacity(void)
 
     /*
      * a prompt longer than its indexed blocks takes its whole length of
-     * the cache: 10 indexed blocks of a 101-block prompt age the server
-     * as 101 blocks do
+     * the cache: 10 indexed blocks of a 20-block prompt age the server
+     * as 20 blocks do; but no record ages it by more than a quarter of
+     * its cache (25 blocks), whatever it claims
      */
     pa_index_record(&idx, 4, c, 10, 0);             /* counter 10 */
-    pa_index_record_size(&idx, 4, d, 10, 0, 100);   /* 110: c in */
+    pa_index_record_size(&idx, 4, d, 10, 0, 20);    /* 30 */
+    CHECK(idx.srv[4].counter == 30);
+    pa_index_record_size(&idx, 4, d + 10, 10, 0, 1000000);
+    CHECK(idx.srv[4].counter == 55);
+    pa_index_record_size(&idx, 4, d + 20, 10, 0, 100);
+    pa_index_record_size(&idx, 4, d + 30, 10, 0, 100);  /* 105 */
+    pa_index_record_size(&idx, 4, d + 40, 1, 0, 5);     /* 110: c in */
+    CHECK(idx.srv[4].counter == 110);
     (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[4] == 10);
-    pa_index_record_size(&idx, 4, d + 10, 1, 0, 1); /* 111: c out */
+    pa_index_record_size(&idx, 4, d + 41, 1, 0, 1); /* 111: c out */
     (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[4] == 0);
     (void) pa_index_match(&idx, d, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[4] == 10);
 
+    /* more blocks than the share: all are held, the server ages by 25 */
+    pa_index_record(&idx, 7, c, 10, 0);             /* counter 10 */
+    pa_index_record(&idx, 7, d, 100, 0);            /* 35 */
+    CHECK(idx.srv[7].counter == 35);
+    (void) pa_index_match(&idx, d, 100, depth, NSRV, NULL, NULL);
+    CHECK(depth[7] == 100);
+    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
+    CHECK(depth[7] == 10);
+
     /* a size below the blocks counts as the blocks */
     pa_index_record(&idx, 5, c, 10, 0);             /* counter 10 */
     pa_index_record_size(&idx, 5, d, 10, 0, 3);     /* 20 */
-    pa_index_record_size(&idx, 5, d + 10, 90, 0, 0);    /* 110 */
+    CHECK(idx.srv[5].counter == 20);
+    record_by_share(&idx, 5, d + 10, 90);           /* 110 */
     (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[5] == 10);
     pa_index_record_size(&idx, 5, d + 100, 1, 0, 1);    /* 111 */
     (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[5] == 0);
-
-    /*
-     * 32-bit stamps: a holder 2^31 blocks old or more reads as its
-     * server's counter gone round, not as a stamp ahead of it, unless
-     * its age comes within 2^24 blocks of a multiple of 2^32
-     */
-    pa_index_record(&idx, 6, c, 10, 0);             /* counter 10 */
-    idx.srv[6].counter += (1ULL << 31) + 100;
-    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
-    CHECK(depth[6] == 0);
-    idx.srv[6].counter += (1ULL << 31) - (1ULL << 23) - 100;
-    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
-    CHECK(depth[6] == 10);
-    idx.srv[6].counter += 1ULL << 23;                /* 2^32: new again */
-    (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
-    CHECK(depth[6] == 10);
 
     /* a larger cache keeps more */
     pa_index_set_capacity(&idx, 1, 1000);
@@ -443,6 +472,116 @@ test_capacity(void)
     CHECK(depth[1] == 0 && depth[3] == 10);
     (void) pa_index_match(&idx, b, 101, depth, NSRV, NULL, NULL);
     CHECK(depth[1] == 0 && depth[0] == 101);
+
+    free(region);
+}
+
+
+/*
+ * "blocks" new blocks for "server", in records of its share of the
+ * cache, each of one block of a filler chain of its own
+ */
+
+static void
+advance(pa_index_t *idx, uint32_t server, uint64_t blocks, uint64_t *filler)
+{
+    uint32_t  k, share;
+    uint64_t  h;
+
+    share = idx->srv[server].capacity / PA_INDEX_SHARE;
+
+    while (blocks > 0) {
+        k = (blocks < share) ? (uint32_t) blocks : share;
+        h = rnd_next(filler);
+        pa_index_record_size(idx, server, &h, 1, 0, k);
+        blocks -= k;
+    }
+}
+
+
+/*
+ * expiry is exact past 2^32 blocks: a holder not rewritten while its
+ * server's counter went through 2^32 - 2^24 .. 2^32 (and round again)
+ * read as fresh with 32-bit stamps alone
+ */
+
+static void
+test_wrap(void)
+{
+    size_t      size;
+    uint32_t    depth[NSRV], i;
+    uint64_t    c, e, y, g, filler;
+    void       *region;
+    pa_index_t  idx;
+
+    size = pa_index_region_size(4096, NSRV, 4);
+    region = region_new(size);
+
+    /* a cache of 2^30 blocks: a record ages a server by 2^28 at most */
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 1U << 30) == 0);
+
+    filler = 99;
+    c = rnd_next(&filler);
+    e = rnd_next(&filler);
+
+    pa_index_record(&idx, 0, &c, 1, 0);             /* stamp 1 */
+
+    advance(&idx, 0, (1ULL << 30) - 1, &filler);    /* age 2^30 - 1 */
+    CHECK(pa_index_match(&idx, &c, 1, depth, NSRV, NULL, NULL) == 1);
+    advance(&idx, 0, 2, &filler);                   /* 2^30 + 1 */
+    CHECK(pa_index_match(&idx, &c, 1, depth, NSRV, NULL, NULL) == 0);
+
+    /* near 2^32, and past it: still gone */
+    advance(&idx, 0, (1ULL << 32) - (1ULL << 23) - (1ULL << 30) - 1,
+            &filler);
+    CHECK(idx.srv[0].counter - 1 == (1ULL << 32) - (1ULL << 23));
+    CHECK(pa_index_match(&idx, &c, 1, depth, NSRV, NULL, NULL) == 0);
+    advance(&idx, 0, (1ULL << 23) + 5, &filler);    /* 2^32 + 5 */
+    CHECK(pa_index_match(&idx, &c, 1, depth, NSRV, NULL, NULL) == 0);
+    advance(&idx, 0, 3ULL << 32, &filler);
+    CHECK(pa_index_match(&idx, &c, 1, depth, NSRV, NULL, NULL) == 0);
+
+    /*
+     * the same in a bucket written all along (by server 1, another
+     * entry), whose writers drop expired holders as the epoch moves
+     */
+    c = rnd_next(&filler);
+    y = (c & 0xffffffffULL) | ((c ^ 0x5555555500000000ULL)
+                               & 0xffffffff00000000ULL);
+
+    pa_index_record(&idx, 0, &c, 1, 0);
+    g = idx.srv[0].counter;
+
+    for (i = 0; i < 40; i++) {
+        advance(&idx, 0, 1ULL << 27, &filler);
+        pa_index_record(&idx, 1, &y, 1, 0);
+
+        (void) pa_index_match(&idx, &c, 1, depth, NSRV, NULL, NULL);
+        CHECK_MSG(depth[0] == (idx.srv[0].counter - g <= (1ULL << 30)),
+                  "age %llu: depth %u",
+                  (unsigned long long) (idx.srv[0].counter - g), depth[0]);
+        (void) pa_index_match(&idx, &y, 1, depth, NSRV, NULL, NULL);
+        CHECK(depth[1] == 1);
+    }
+
+    /*
+     * a server that recorded nothing keeps its holders while the others
+     * record 2^33 blocks: its own counter decides
+     */
+    pa_index_record(&idx, 2, &e, 1, 0);
+    advance(&idx, 3, 1ULL << 33, &filler);
+    (void) pa_index_match(&idx, &e, 1, depth, NSRV, NULL, NULL);
+    CHECK(depth[2] == 1);
+
+    /*
+     * the bound that remains: a bucket nobody wrote while 2^32 - 2^24 -
+     * 2^30 - capacity blocks were recorded (over all servers) no longer
+     * vouches for holders of a server that recorded since: they read as
+     * gone, however young
+     */
+    advance(&idx, 2, 100, &filler);
+    (void) pa_index_match(&idx, &e, 1, depth, NSRV, NULL, NULL);
+    CHECK(depth[2] == 0);
 
     free(region);
 }
@@ -783,6 +922,7 @@ main(void)
     test_full();
     test_capacity();
     test_fresh();
+    test_wrap();
     test_attach();
     test_stuck();
     test_garbage();

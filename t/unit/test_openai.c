@@ -38,6 +38,8 @@ typedef struct {
     size_t          size;
     size_t          calls;
     size_t          split;      /* calls that began inside a character */
+    size_t          seps;       /* separator bytes, given as such */
+    size_t          mixed;      /* calls that mixed them with characters */
     XXH3_state_t    state;      /* all of it */
 } t_hook_t;
 
@@ -71,7 +73,8 @@ static pa_oai_rc_e t_run_long(const char *body, size_t len, size_t chunk,
     pa_oai_result_t *res);
 static void test_hook(void);
 static void test_golden(void);
-static void t_hook(void *ctx, const unsigned char *p, size_t n);
+static void t_hook(void *ctx, const unsigned char *p, size_t n,
+    unsigned sep);
 static pa_oai_rc_e t_run_hook(const char *body, size_t length, size_t chunk,
     t_hook_t *h, pa_oai_result_t *res);
 static void test_corpus(void);
@@ -1509,6 +1512,7 @@ test_hook(void)
     CHECK(rc == PA_OAI_DONE && r.status == PA_OAI_OK);
     CHECK(h.len == sizeof(text) - 1
           && memcmp(h.text, text, sizeof(text) - 1) == 0);
+    CHECK(h.seps == 8 && h.mixed == 0);
 
     v[0] = XXH3_64bits(h.text, h.len);
     v[1] = XXH3_64bits("llama-3", 7);
@@ -1562,6 +1566,41 @@ test_hook(void)
 
     free(body);
 
+    /*
+     * a run of separators is hashed at once: 100,000 empty strings are
+     * 100,000 separators in about 1,600 calls (one per string before),
+     * and the key is that of the bytes as one text
+     */
+
+    body = malloc(4 * 100000 + 64);
+    len = (size_t) sprintf(body, "{\"model\":\"m\",\"prompt\":[\"\"");
+
+    for (k = 1; k < 100000; k++) {
+        memcpy(body + len, ",\"\"", 3);
+        len += 3;
+    }
+
+    len += (size_t) sprintf(body + len, ",\"ab\",\"\"]}");
+
+    for (chunk = 7; chunk <= len; chunk *= 50) {
+        rc = t_run_hook(body, 1024, chunk, &h, &r);
+
+        v[0] = XXH3_64bits_digest(&h.state);
+        v[1] = XXH3_64bits("m", 1);
+        v[2] = 0;
+        v[3] = 1;
+
+        CHECK(rc == PA_OAI_DONE && r.hash == XXH3_64bits(v, sizeof(v)));
+        CHECK(h.seps == 100002 && h.mixed == 0 && r.chars == 2);
+        CHECK_MSG(h.calls <= 100000 / 64 + 4, "%zu calls", h.calls);
+        CHECK(h.len == 100004 && memcmp(h.text + 100000, "ab\x1f\x1f", 4)
+                                 == 0);
+
+        free(h.text);
+    }
+
+    free(body);
+
     /* not OK: what the hook got is no key */
 
     rc = t_run_hook("{\"prompt\":\"abc\",\"x\":tru}", 1024, 1, &h, &r);
@@ -1571,12 +1610,23 @@ test_hook(void)
 
 
 static void
-t_hook(void *ctx, const unsigned char *p, size_t n)
+t_hook(void *ctx, const unsigned char *p, size_t n, unsigned sep)
 {
-    size_t     m;
+    size_t     i, m;
     t_hook_t  *h = ctx;
 
     h->calls++;
+
+    /* the texts of these tests have no U+001D..U+001F of their own */
+
+    for (i = 0; i < n; i++) {
+        if ((p[i] >= 0x1d && p[i] <= 0x1f) != (sep != 0)) {
+            h->mixed++;
+            break;
+        }
+    }
+
+    h->seps += sep ? n : 0;
 
     if (n == 0 || (p[0] & 0xc0) == 0x80 || (p[n - 1] & 0x80)) {
 
