@@ -393,6 +393,35 @@ typedef struct {
 } ngx_http_prefix_aware_peer_data_t;
 
 
+/*
+ * a round of GETs, one to each server of an upstream, every "interval", by
+ * whichever worker's timer fires first (a compare-and-swap of the round's
+ * time in a zone, "polled"); "poll" starts server j's GET with
+ * ngx_http_prefix_aware_get(), its struct from the round's pool and put in
+ * gets[j], and calls ngx_http_prefix_aware_round_done() when it ends
+ */
+typedef struct ngx_http_prefix_aware_round_s
+    ngx_http_prefix_aware_round_t;
+
+typedef void (*ngx_http_prefix_aware_round_pt)(
+    ngx_http_prefix_aware_round_t *rd, ngx_uint_t server);
+
+struct ngx_http_prefix_aware_round_s {
+    const char                            *name;      /* for the log */
+    ngx_msec_t                             interval;
+    ngx_atomic_t                          *polled;
+    ngx_uint_t                             n;
+    ngx_http_prefix_aware_round_pt         poll;
+    void                                  *data;
+
+    /* per process: the timer, and the pool and GETs of a round */
+    ngx_event_t                            timer;
+    ngx_pool_t                            *pool;
+    ngx_http_prefix_aware_get_t          **gets;
+    ngx_uint_t                             pending;
+};
+
+
 /* models and adapters: ngx_http_prefix_aware_models{,_status}.c, _discover.c */
 
 /* models (declared and discovered) an upstream's zone keeps */
@@ -494,11 +523,8 @@ struct ngx_http_prefix_aware_models_s {
     u_char                                *known;
     ngx_http_prefix_aware_shm_mserver_t  **rec;
 
-    /* per process: the poller, and the pool and polls of its round */
-    ngx_event_t                            timer;
-    ngx_pool_t                            *pool;
-    void                                 **polls;
-    ngx_uint_t                             pending;
+    /* per process: the poller */
+    ngx_http_prefix_aware_round_t          round;
 };
 
 
@@ -556,12 +582,7 @@ struct ngx_http_prefix_aware_get_s {
 
 struct ngx_http_prefix_aware_engine_s {
     ngx_http_prefix_aware_srv_conf_t      *pacf;
-
-    /* per process: the poller, and the pool and polls of its round */
-    ngx_event_t                            timer;
-    ngx_pool_t                            *pool;
-    void                                 **polls;
-    ngx_uint_t                             pending;
+    ngx_http_prefix_aware_round_t          round;
 };
 
 
@@ -637,6 +658,10 @@ uint64_t ngx_http_prefix_aware_index_capacity_of(
 void ngx_http_prefix_aware_get(ngx_http_prefix_aware_get_t *g,
     ngx_pool_t *pool, ngx_http_upstream_rr_peer_t *peer, ngx_log_t *log);
 void ngx_http_prefix_aware_get_close(ngx_http_prefix_aware_get_t *g);
+void ngx_http_prefix_aware_round_start(ngx_http_prefix_aware_round_t *rd,
+    ngx_log_t *log);
+void ngx_http_prefix_aware_round_stop(ngx_http_prefix_aware_round_t *rd);
+void ngx_http_prefix_aware_round_done(ngx_http_prefix_aware_round_t *rd);
 
 /* ngx_http_prefix_aware_engine.c */
 ngx_int_t ngx_http_prefix_aware_engine_param(ngx_conf_t *cf,

@@ -30,9 +30,8 @@ typedef struct {
 } ngx_http_prefix_aware_poll_t;
 
 
-static void ngx_http_prefix_aware_models_timer(ngx_event_t *ev);
 static void ngx_http_prefix_aware_models_poll(
-    ngx_http_prefix_aware_models_t *m, ngx_uint_t server);
+    ngx_http_prefix_aware_round_t *rd, ngx_uint_t server);
 static ngx_int_t ngx_http_prefix_aware_models_body(
     ngx_http_prefix_aware_get_t *g, u_char *p, size_t n);
 static void ngx_http_prefix_aware_models_end(ngx_http_prefix_aware_get_t *g,
@@ -69,107 +68,38 @@ ngx_http_prefix_aware_models_start(ngx_cycle_t *cycle,
     for (i = 0; i < pamcf->upstreams.nelts; i++) {
         m = pacf[i]->models;
 
-        if (m == NULL || !m->discover || m->timer.timer_set) {
+        if (m == NULL || !m->discover) {
             continue;
         }
 
-        m->timer.handler = ngx_http_prefix_aware_models_timer;
-        m->timer.data = m;
-        m->timer.log = cycle->log;
-        m->timer.cancelable = 1;
+        m->round.name = "models";
+        m->round.interval = m->interval;
+        m->round.polled = &m->sh->polled;
+        m->round.n = m->pacf->nservers;
+        m->round.poll = ngx_http_prefix_aware_models_poll;
+        m->round.data = m;
 
-        ngx_add_timer(&m->timer, 1);
+        ngx_http_prefix_aware_round_start(&m->round, cycle->log);
     }
 }
 
 
-/*
- * a round starts an interval after the last one, by whichever worker's
- * timer fires first then: each sets its timer to the next round's time,
- * read from the zone, and a compare-and-swap of the round's time there
- * lets one of them through
- */
-
 static void
-ngx_http_prefix_aware_models_timer(ngx_event_t *ev)
-{
-    ngx_uint_t                       j;
-    ngx_msec_t                       now, next;
-    ngx_msec_int_t                   elapsed;
-    ngx_atomic_uint_t                last;
-    ngx_http_prefix_aware_models_t  *m;
-
-    m = ev->data;
-
-    if (ngx_exiting || ngx_quit || ngx_terminate) {
-        return;
-    }
-
-    now = ngx_current_msec;
-    last = m->sh->polled;
-    elapsed = (ngx_msec_int_t) (now - (ngx_msec_t) last);
-
-    /* a timer may fire a few milliseconds early as nginx rounds them */
-
-    if (m->pending == 0
-        && (last == 0 || elapsed >= (ngx_msec_int_t) m->interval - 5)
-        && ngx_atomic_cmp_set(&m->sh->polled, last, now ? now : 1))
-    {
-        m->pool = ngx_create_pool(4096, ev->log);
-
-        if (m->pool) {
-            m->polls = ngx_pcalloc(m->pool, m->pacf->nservers * sizeof(void *));
-
-            if (m->polls == NULL) {
-                ngx_destroy_pool(m->pool);
-                m->pool = NULL;
-            }
-        }
-
-        if (m->pool) {
-            ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ev->log, 0,
-                           "prefix_aware models: polling the %ui servers",
-                           m->pacf->nservers);
-
-            m->pending = m->pacf->nservers;
-
-            for (j = 0; j < m->pacf->nservers; j++) {
-                ngx_http_prefix_aware_models_poll(m, j);
-            }
-        }
-    }
-
-    last = m->sh->polled;
-    elapsed = (ngx_msec_int_t) (now - (ngx_msec_t) last);
-
-    if (elapsed < 0 || elapsed >= (ngx_msec_int_t) m->interval) {
-        next = m->interval;
-
-    } else {
-        next = m->interval - (ngx_msec_t) elapsed;
-    }
-
-    ngx_add_timer(ev, ngx_max(next, 10));
-}
-
-
-static void
-ngx_http_prefix_aware_models_poll(ngx_http_prefix_aware_models_t *m,
+ngx_http_prefix_aware_models_poll(ngx_http_prefix_aware_round_t *rd,
     ngx_uint_t server)
 {
-    ngx_http_prefix_aware_poll_t  *p;
+    ngx_http_prefix_aware_poll_t    *p;
+    ngx_http_prefix_aware_models_t  *m;
 
-    p = ngx_pcalloc(m->pool, sizeof(ngx_http_prefix_aware_poll_t));
+    m = rd->data;
+
+    p = ngx_pcalloc(rd->pool, sizeof(ngx_http_prefix_aware_poll_t));
     if (p == NULL) {
-        if (--m->pending == 0) {
-            ngx_destroy_pool(m->pool);
-            m->pool = NULL;
-        }
-
+        ngx_http_prefix_aware_round_done(rd);
         return;
     }
 
-    m->polls[server] = p;
+    rd->gets[server] = &p->get;
     p->models = m;
     p->server = server;
 
@@ -182,8 +112,8 @@ ngx_http_prefix_aware_models_poll(ngx_http_prefix_aware_models_t *m,
     p->get.done = ngx_http_prefix_aware_models_end;
     p->get.data = p;
 
-    ngx_http_prefix_aware_get(&p->get, m->pool, m->pacf->peer[server],
-                              m->timer.log);
+    ngx_http_prefix_aware_get(&p->get, rd->pool, m->pacf->peer[server],
+                              rd->timer.log);
 }
 
 
@@ -197,28 +127,7 @@ ngx_http_prefix_aware_models_stop(void *data)
 {
     ngx_http_prefix_aware_models_t  *m = data;
 
-    ngx_uint_t                     j;
-    ngx_http_prefix_aware_poll_t  *p;
-
-    if (m->timer.timer_set) {
-        ngx_del_timer(&m->timer);
-    }
-
-    if (m->pool == NULL) {
-        return;
-    }
-
-    for (j = 0; j < m->pacf->nservers; j++) {
-        p = m->polls[j];
-
-        if (p) {
-            ngx_http_prefix_aware_get_close(&p->get);
-        }
-    }
-
-    ngx_destroy_pool(m->pool);
-    m->pool = NULL;
-    m->pending = 0;
+    ngx_http_prefix_aware_round_stop(&m->round);
 }
 
 
@@ -236,7 +145,7 @@ ngx_http_prefix_aware_models_body(ngx_http_prefix_aware_get_t *g, u_char *p,
     ngx_pool_t  *pool;
 
     if (poll->ids == NULL) {
-        pool = poll->models->pool;
+        pool = poll->models->round.pool;
 
         poll->ids = ngx_palloc(pool, NGX_HTTP_PREFIX_AWARE_MAX_MODELS
                                      * sizeof(uint64_t));
@@ -312,7 +221,7 @@ ngx_http_prefix_aware_models_done(ngx_http_prefix_aware_poll_t *p,
     m = p->models;
 
     if (error) {
-        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, m->timer.log, 0,
+        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, m->round.timer.log, 0,
                        "prefix_aware models: server %ui: %s",
                        p->server, error);
     }
@@ -321,10 +230,7 @@ ngx_http_prefix_aware_models_done(ngx_http_prefix_aware_poll_t *p,
 
     ngx_http_prefix_aware_models_apply(p, error == NULL);
 
-    if (--m->pending == 0) {
-        ngx_destroy_pool(m->pool);
-        m->pool = NULL;
-    }
+    ngx_http_prefix_aware_round_done(&m->round);
 }
 
 
@@ -358,7 +264,7 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
     if (rec == NULL) {
         ngx_shmtx_unlock(&shpool->mutex);
 
-        ngx_log_error(NGX_LOG_ALERT, m->timer.log, 0,
+        ngx_log_error(NGX_LOG_ALERT, m->round.timer.log, 0,
                       "prefix_aware: the models zone of upstream \"%V\" "
                       "is full, server \"%V\" counts as serving every "
                       "model", &m->pacf->upstream->host, name);
@@ -387,7 +293,7 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
         }
 
         if (rec->failing || rec->answered == 0) {
-            ngx_log_error(NGX_LOG_NOTICE, m->timer.log, 0,
+            ngx_log_error(NGX_LOG_NOTICE, m->round.timer.log, 0,
                           "prefix_aware: server \"%V\" of upstream \"%V\" "
                           "lists %ui models", name, &m->pacf->upstream->host,
                           p->nids);
@@ -402,7 +308,7 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
 
     } else {
         if (!rec->failing) {
-            ngx_log_error(NGX_LOG_WARN, m->timer.log, 0,
+            ngx_log_error(NGX_LOG_WARN, m->round.timer.log, 0,
                           "prefix_aware: server \"%V\" of upstream \"%V\" "
                           "does not list its models: %s", name,
                           &m->pacf->upstream->host, p->error);
@@ -421,7 +327,7 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
             rec->wild = 1;
             changed = 1;
 
-            ngx_log_error(NGX_LOG_WARN, m->timer.log, 0,
+            ngx_log_error(NGX_LOG_WARN, m->round.timer.log, 0,
                           "prefix_aware: server \"%V\" of upstream \"%V\" "
                           "has not listed its models for %d intervals, it "
                           "counts as serving every model", name,

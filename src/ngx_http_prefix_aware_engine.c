@@ -29,7 +29,8 @@ typedef struct {
 
 
 static void ngx_http_prefix_aware_engine_stop(void *data);
-static void ngx_http_prefix_aware_engine_timer(ngx_event_t *ev);
+static void ngx_http_prefix_aware_engine_poll(
+    ngx_http_prefix_aware_round_t *rd, ngx_uint_t server);
 static ngx_int_t ngx_http_prefix_aware_engine_body(
     ngx_http_prefix_aware_get_t *g, u_char *p, size_t n);
 static void ngx_http_prefix_aware_engine_done(ngx_http_prefix_aware_get_t *g,
@@ -188,6 +189,11 @@ ngx_http_prefix_aware_engine_init(ngx_conf_t *cf,
     }
 
     e->pacf = pacf;
+    e->round.name = "metrics";
+    e->round.interval = pacf->metrics_interval;
+    e->round.n = pacf->nservers;
+    e->round.poll = ngx_http_prefix_aware_engine_poll;
+    e->round.data = e;
     pacf->engine = e;
 
     cln = ngx_pool_cleanup_add(cf->pool, 0);
@@ -223,16 +229,13 @@ ngx_http_prefix_aware_engine_start(ngx_cycle_t *cycle,
     for (i = 0; i < pamcf->upstreams.nelts; i++) {
         e = pacf[i]->engine;
 
-        if (e == NULL || e->timer.timer_set || pacf[i]->shm == NULL) {
+        if (e == NULL || pacf[i]->shm == NULL) {
             continue;
         }
 
-        e->timer.handler = ngx_http_prefix_aware_engine_timer;
-        e->timer.data = e;
-        e->timer.log = cycle->log;
-        e->timer.cancelable = 1;
+        e->round.polled = &pacf[i]->shm->engine_polled;
 
-        ngx_add_timer(&e->timer, 1);
+        ngx_http_prefix_aware_round_start(&e->round, cycle->log);
     }
 }
 
@@ -242,135 +245,41 @@ ngx_http_prefix_aware_engine_stop(void *data)
 {
     ngx_http_prefix_aware_engine_t  *e = data;
 
-    ngx_uint_t                            j;
-    ngx_http_prefix_aware_engine_poll_t  *p;
-
-    if (e->timer.timer_set) {
-        ngx_del_timer(&e->timer);
-    }
-
-    if (e->pool == NULL) {
-        return;
-    }
-
-    for (j = 0; j < e->pacf->nservers; j++) {
-        p = e->polls[j];
-
-        if (p) {
-            ngx_http_prefix_aware_get_close(&p->get);
-        }
-    }
-
-    ngx_destroy_pool(e->pool);
-    e->pool = NULL;
-    e->pending = 0;
+    ngx_http_prefix_aware_round_stop(&e->round);
 }
 
 
-/*
- * a round starts an interval after the last one, by whichever worker's
- * timer fires first then, as models=discover's rounds do
- */
-
 static void
-ngx_http_prefix_aware_engine_timer(ngx_event_t *ev)
+ngx_http_prefix_aware_engine_poll(ngx_http_prefix_aware_round_t *rd,
+    ngx_uint_t server)
 {
-    size_t                                size;
-    ngx_uint_t                            j, n;
-    ngx_msec_t                            now, next, interval;
-    ngx_msec_int_t                        elapsed;
-    ngx_atomic_uint_t                     last;
     ngx_http_prefix_aware_engine_t       *e;
     ngx_http_prefix_aware_engine_poll_t  *p;
 
-    e = ev->data;
+    e = rd->data;
 
-    if (ngx_exiting || ngx_quit || ngx_terminate) {
+    p = ngx_pcalloc(rd->pool, sizeof(ngx_http_prefix_aware_engine_poll_t));
+    if (p == NULL) {
+        ngx_http_prefix_aware_round_done(rd);
         return;
     }
 
-    interval = e->pacf->metrics_interval;
-    n = e->pacf->nservers;
-    now = ngx_current_msec;
-    last = e->pacf->shm->engine_polled;
-    elapsed = (ngx_msec_int_t) (now - (ngx_msec_t) last);
+    rd->gets[server] = &p->get;
+    p->engine = e;
+    p->server = server;
+    pa_prom_init(&p->prom);
 
-    /* a timer may fire a few milliseconds early as nginx rounds them */
+    p->get.uri = e->pacf->metrics_uri;
+    p->get.limit = NGX_HTTP_PREFIX_AWARE_ENGINE_MAX;
+    p->get.over = "answer over " NGX_HTTP_PREFIX_AWARE_ENGINE_MAX_TEXT;
+    p->get.timeout = ngx_min(ngx_max(rd->interval, 200),
+                             NGX_HTTP_PREFIX_AWARE_ENGINE_WAIT);
+    p->get.body = ngx_http_prefix_aware_engine_body;
+    p->get.done = ngx_http_prefix_aware_engine_done;
+    p->get.data = p;
 
-    if (e->pending == 0
-        && (last == 0
-            || elapsed >= (ngx_msec_int_t) interval
-                          - (ngx_msec_int_t) ngx_min(5, interval / 4))
-        && ngx_atomic_cmp_set(&e->pacf->shm->engine_polled, last,
-                              now ? now : 1))
-    {
-        size = n * (sizeof(void *)
-                    + sizeof(ngx_http_prefix_aware_engine_poll_t)
-                    + NGX_HTTP_PREFIX_AWARE_GET_BUF + 256);
-
-        e->pool = ngx_create_pool(ngx_max(size + 1024, 4096), ev->log);
-
-        if (e->pool) {
-            e->polls = ngx_pcalloc(e->pool, n * sizeof(void *));
-
-            if (e->polls == NULL) {
-                ngx_destroy_pool(e->pool);
-                e->pool = NULL;
-            }
-        }
-
-        if (e->pool) {
-            ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ev->log, 0,
-                           "prefix_aware metrics: polling the %ui servers",
-                           n);
-
-            e->pending = n;
-
-            for (j = 0; j < n && e->pool; j++) {
-                p = ngx_pcalloc(e->pool,
-                                sizeof(ngx_http_prefix_aware_engine_poll_t));
-
-                if (p == NULL) {
-                    if (--e->pending == 0) {
-                        ngx_destroy_pool(e->pool);
-                        e->pool = NULL;
-                    }
-
-                    continue;
-                }
-
-                e->polls[j] = p;
-                p->engine = e;
-                p->server = j;
-                pa_prom_init(&p->prom);
-
-                p->get.uri = e->pacf->metrics_uri;
-                p->get.limit = NGX_HTTP_PREFIX_AWARE_ENGINE_MAX;
-                p->get.over = "answer over "
-                              NGX_HTTP_PREFIX_AWARE_ENGINE_MAX_TEXT;
-                p->get.timeout = ngx_min(ngx_max(interval, 200),
-                                         NGX_HTTP_PREFIX_AWARE_ENGINE_WAIT);
-                p->get.body = ngx_http_prefix_aware_engine_body;
-                p->get.done = ngx_http_prefix_aware_engine_done;
-                p->get.data = p;
-
-                ngx_http_prefix_aware_get(&p->get, e->pool,
-                                          e->pacf->peer[j], ev->log);
-            }
-        }
-    }
-
-    last = e->pacf->shm->engine_polled;
-    elapsed = (ngx_msec_int_t) (now - (ngx_msec_t) last);
-
-    if (elapsed < 0 || elapsed >= (ngx_msec_int_t) interval) {
-        next = interval;
-
-    } else {
-        next = interval - (ngx_msec_t) elapsed;
-    }
-
-    ngx_add_timer(ev, ngx_max(next, 1));
+    ngx_http_prefix_aware_get(&p->get, rd->pool, e->pacf->peer[server],
+                              rd->timer.log);
 }
 
 
@@ -406,10 +315,7 @@ ngx_http_prefix_aware_engine_done(ngx_http_prefix_aware_get_t *g,
 
     ngx_http_prefix_aware_engine_apply(p, error);
 
-    if (--e->pending == 0) {
-        ngx_destroy_pool(e->pool);
-        e->pool = NULL;
-    }
+    ngx_http_prefix_aware_round_done(&e->round);
 }
 
 

@@ -2,8 +2,9 @@
 /*
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
- * One GET of a server's page (its /metrics, its /v1/models) on nginx's
- * event loop: HTTP/1.0, so that the answer ends when the server closes
+ * The rounds of polls of models=discover and metrics=: every interval,
+ * one worker asks every server of the upstream at once.  One GET of a
+ * server's page (its /metrics, its /v1/models) on nginx's event loop: HTTP/1.0, so that the answer ends when the server closes
  * and is never chunked; the head kept in a fixed buffer, the body given
  * to the caller as it arrives, through a read buffer of fixed size, up
  * to a limit; a timeout over the whole exchange.  Nothing blocks, and
@@ -21,6 +22,140 @@ static ngx_int_t ngx_http_prefix_aware_get_head(ngx_http_prefix_aware_get_t *g,
     u_char *p, size_t n, size_t *used);
 static void ngx_http_prefix_aware_get_end(ngx_http_prefix_aware_get_t *g,
     const char *error);
+static void ngx_http_prefix_aware_round_timer(ngx_event_t *ev);
+
+
+/* each worker's timer; the first whose turn it is polls for all */
+
+void
+ngx_http_prefix_aware_round_start(ngx_http_prefix_aware_round_t *rd,
+    ngx_log_t *log)
+{
+    if (rd->timer.timer_set) {
+        return;
+    }
+
+    rd->timer.handler = ngx_http_prefix_aware_round_timer;
+    rd->timer.data = rd;
+    rd->timer.log = log;
+    rd->timer.cancelable = 1;
+
+    ngx_add_timer(&rd->timer, 1);
+}
+
+
+/*
+ * a round starts an interval after the last one, by whichever worker's
+ * timer fires first then: each sets its timer to the next round's time,
+ * read from the zone, and a compare-and-swap of the round's time there
+ * lets one of them through
+ */
+
+static void
+ngx_http_prefix_aware_round_timer(ngx_event_t *ev)
+{
+    ngx_uint_t                      j;
+    ngx_msec_t                      now, next;
+    ngx_msec_int_t                  elapsed, early;
+    ngx_atomic_uint_t               last;
+    ngx_http_prefix_aware_round_t  *rd;
+
+    rd = ev->data;
+
+    if (ngx_exiting || ngx_quit || ngx_terminate) {
+        return;
+    }
+
+    now = ngx_current_msec;
+    last = *rd->polled;
+    elapsed = (ngx_msec_int_t) (now - (ngx_msec_t) last);
+
+    /* a timer may fire a few milliseconds early as nginx rounds them */
+
+    early = (ngx_msec_int_t) ngx_min(5, rd->interval / 4);
+
+    if (rd->pending == 0
+        && (last == 0 || elapsed >= (ngx_msec_int_t) rd->interval - early)
+        && ngx_atomic_cmp_set(rd->polled, last, now ? now : 1))
+    {
+        rd->pool = ngx_create_pool(4096, ev->log);
+
+        if (rd->pool) {
+            rd->gets = ngx_pcalloc(rd->pool, rd->n * sizeof(void *));
+
+            if (rd->gets == NULL) {
+                ngx_destroy_pool(rd->pool);
+                rd->pool = NULL;
+            }
+        }
+
+        if (rd->pool) {
+            ngx_log_debug2(NGX_LOG_DEBUG_HTTP, ev->log, 0,
+                           "prefix_aware %s: polling the %ui servers",
+                           rd->name, rd->n);
+
+            rd->pending = rd->n;
+
+            for (j = 0; j < rd->n && rd->pool; j++) {
+                rd->poll(rd, j);
+            }
+        }
+    }
+
+    last = *rd->polled;
+    elapsed = (ngx_msec_int_t) (now - (ngx_msec_t) last);
+
+    if (elapsed < 0 || elapsed >= (ngx_msec_int_t) rd->interval) {
+        next = rd->interval;
+
+    } else {
+        next = rd->interval - (ngx_msec_t) elapsed;
+    }
+
+    ngx_add_timer(ev, ngx_max(next, 1));
+}
+
+
+/*
+ * the configuration's pool goes (a process exits, or a single process
+ * reloads): the timer and the GETs of a round in progress go with it
+ */
+
+void
+ngx_http_prefix_aware_round_stop(ngx_http_prefix_aware_round_t *rd)
+{
+    ngx_uint_t  j;
+
+    if (rd->timer.timer_set) {
+        ngx_del_timer(&rd->timer);
+    }
+
+    if (rd->pool == NULL) {
+        return;
+    }
+
+    for (j = 0; j < rd->n; j++) {
+        if (rd->gets[j]) {
+            ngx_http_prefix_aware_get_close(rd->gets[j]);
+        }
+    }
+
+    ngx_destroy_pool(rd->pool);
+    rd->pool = NULL;
+    rd->pending = 0;
+}
+
+
+/* a server's poll has ended: the round's pool goes when all have */
+
+void
+ngx_http_prefix_aware_round_done(ngx_http_prefix_aware_round_t *rd)
+{
+    if (--rd->pending == 0) {
+        ngx_destroy_pool(rd->pool);
+        rd->pool = NULL;
+    }
+}
 
 
 /*
