@@ -575,8 +575,10 @@ size_t ngx_http_prefix_aware_resolve_size(
     ngx_http_prefix_aware_main_conf_t *pamcf, ngx_uint_t workers);
 ngx_int_t ngx_http_prefix_aware_resolve_peer(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd);
-ngx_int_t ngx_http_prefix_aware_resolve_locked(
+ngx_int_t ngx_http_prefix_aware_resolve_current(
     ngx_http_prefix_aware_peer_data_t *pd, ngx_log_t *log);
+ngx_uint_t ngx_http_prefix_aware_resolve_stale(
+    ngx_http_prefix_aware_srv_conf_t *pacf);
 void ngx_http_prefix_aware_resolve_refresh(
     ngx_http_prefix_aware_main_conf_t *pamcf, ngx_log_t *log);
 void ngx_http_prefix_aware_resolve_reap(ngx_slab_pool_t *shpool,
