@@ -51,7 +51,8 @@ typedef struct {
 } pa_index_count_t;
 
 
-static unsigned char *pa_index_bucket(pa_index_t *idx, uint64_t hash);
+static inline unsigned char *pa_index_bucket(pa_index_t *idx,
+    uint64_t hash);
 static int pa_index_read(unsigned char *bucket, pa_index_copy_t *c);
 static int pa_index_lock(unsigned char *bucket, uint64_t *word,
     pa_index_count_t *cnt);
@@ -77,12 +78,14 @@ pa_index_set_owner(uint32_t pid)
 {
     pa_index_owner = pid;
 }
-static uint32_t pa_index_get32(const pa_index_copy_t *c, size_t off);
-static uint32_t pa_index_get16(const pa_index_copy_t *c, size_t off);
-static void pa_index_set32(pa_index_copy_t *c, size_t off, uint32_t v);
-static void pa_index_set16(pa_index_copy_t *c, size_t off, uint32_t v);
-static void pa_index_pause(void);
-static void pa_index_prefetch(pa_index_t *idx, uint64_t hash);
+static inline uint32_t pa_index_get32(const pa_index_copy_t *c, size_t off);
+static inline uint32_t pa_index_get16(const pa_index_copy_t *c, size_t off);
+static inline void pa_index_set32(pa_index_copy_t *c, size_t off,
+    uint32_t v);
+static inline void pa_index_set16(pa_index_copy_t *c, size_t off,
+    uint32_t v);
+static inline void pa_index_pause(void);
+static inline void pa_index_prefetch(pa_index_t *idx, uint64_t hash);
 
 
 void
@@ -192,11 +195,20 @@ uint32_t
 pa_index_match(pa_index_t *idx, const uint64_t *hashes, uint32_t n,
     uint32_t *depth, uint32_t nservers, uint32_t *found, uint32_t *nfound)
 {
+    memset(depth, 0, nservers * sizeof(uint32_t));
+
+    return pa_index_match_found(idx, hashes, n, depth, nservers, found,
+                                nfound);
+}
+
+
+uint32_t
+pa_index_match_found(pa_index_t *idx, const uint64_t *hashes, uint32_t n,
+    uint32_t *depth, uint32_t nservers, uint32_t *found, uint32_t *nfound)
+{
     int32_t   i;
     uint32_t  k, m, nf, lo, hi, mid, limit, first, left, full, s, max;
     uint32_t  servers[8], first_servers[8];
-
-    memset(depth, 0, nservers * sizeof(uint32_t));
 
     nf = 0;
 
@@ -309,7 +321,7 @@ pa_index_match(pa_index_t *idx, const uint64_t *hashes, uint32_t n,
 }
 
 
-static unsigned char *
+static inline unsigned char *
 pa_index_bucket(pa_index_t *idx, uint64_t hash)
 {
     uint64_t  b;
@@ -745,7 +757,7 @@ pa_index_life(pa_index_t *idx, uint32_t server, uint32_t stamp)
 }
 
 
-static uint32_t
+static inline uint32_t
 pa_index_get32(const pa_index_copy_t *c, size_t off)
 {
     uint32_t  v;
@@ -756,7 +768,7 @@ pa_index_get32(const pa_index_copy_t *c, size_t off)
 }
 
 
-static uint32_t
+static inline uint32_t
 pa_index_get16(const pa_index_copy_t *c, size_t off)
 {
     uint16_t  v;
@@ -767,14 +779,14 @@ pa_index_get16(const pa_index_copy_t *c, size_t off)
 }
 
 
-static void
+static inline void
 pa_index_set32(pa_index_copy_t *c, size_t off, uint32_t v)
 {
     memcpy((unsigned char *) c->w + off, &v, sizeof(uint32_t));
 }
 
 
-static void
+static inline void
 pa_index_set16(pa_index_copy_t *c, size_t off, uint32_t v)
 {
     uint16_t  x;
@@ -787,7 +799,7 @@ pa_index_set16(pa_index_copy_t *c, size_t off, uint32_t v)
 
 /* both cache lines of a bucket, ahead of their use */
 
-static void
+static inline void
 pa_index_prefetch(pa_index_t *idx, uint64_t hash)
 {
     unsigned char  *b;
@@ -799,7 +811,7 @@ pa_index_prefetch(pa_index_t *idx, uint64_t hash)
 }
 
 
-static void
+static inline void
 pa_index_pause(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
