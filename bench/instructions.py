@@ -11,7 +11,7 @@ difference of the two totals over N is the cost of a request, free of
 start-up and exit.  Arms: round robin (nginx's own), prefix_aware
 index=off, prefix_aware (the default), or any directive given.
 
-    /usr/bin/python3 bench/profile.py [--size 4096] [--kind raw|json]
+    /usr/bin/python3 bench/instructions.py [--size 4096] [--kind raw|json]
         [--requests 2000] [--arm rr] [--arm off] [--arm default]
         [--module objs/ngx_http_prefix_aware_module.so] [--keep DIR]
 
