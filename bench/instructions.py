@@ -9,7 +9,11 @@ OpenAI chat JSON to /v1/chat/completions) that differ in their first
 bytes.  The proxy is run twice per arm, with N and 2N requests: the
 difference of the two totals over N is the cost of a request, free of
 start-up and exit.  Arms: round robin (nginx's own), prefix_aware
-index=off, prefix_aware (the default), or any directive given.
+index=off, prefix_aware (the default), or any directive given.  With
+--servers and --zone, the upstream's size and its "zone" (then its peers
+are locked: callgrind_annotate on the kept files tells what runs between
+ngx_rwlock_wlock and the unlock, e.g. the inclusive cost of
+ngx_http_prefix_aware_index_choose, made under the lock before).
 
     /usr/bin/python3 bench/instructions.py [--size 4096] [--kind raw|json]
         [--requests 2000] [--arm rr] [--arm off] [--arm default]
@@ -59,6 +63,7 @@ http {
     client_max_body_size 64m;
     client_body_buffer_size 128k;
     upstream u {
+        %(zone)s
         %(directive)s
 %(servers)s
         keepalive 16;
@@ -145,7 +150,8 @@ def send(port, kind, body_list, count):
     return bad
 
 
-def run_arm(tmp, directive, module, bports, kind, body_list, count, out):
+def run_arm(tmp, directive, module, bports, kind, body_list, count, out,
+            zone=False):
     port = free_port()
     servers = "\n".join("        server 127.0.0.1:%d;" % p for p in bports)
     load = ("load_module %s;" % module) if directive else ""
@@ -153,6 +159,7 @@ def run_arm(tmp, directive, module, bports, kind, body_list, count, out):
     with open(conf, "w") as f:
         f.write(PROXY % dict(tmp=tmp, port=port, servers=servers,
                              directive=directive or "",
+                             zone="zone u 4m;" if zone else "",
                              load=load))
     cmd = [VALGRIND, "--tool=callgrind", "--callgrind-out-file=" + out,
            NGINX, "-p", tmp, "-c", conf]
@@ -162,8 +169,14 @@ def run_arm(tmp, directive, module, bports, kind, body_list, count, out):
         wait_port(port, p)
         bad = send(port, kind, body_list, count)
     finally:
-        p.terminate()
-        p.wait(timeout=120)
+        # callgrind writes its file at exit, slowly on a busy machine
+        for timeout in (30, 60, 600):
+            p.terminate()
+            try:
+                p.wait(timeout=timeout)
+                break
+            except subprocess.TimeoutExpired:
+                pass
         log.close()
     if bad:
         raise RuntimeError("%d answers were not 200" % bad)
@@ -190,6 +203,9 @@ def main(argv=None):
     ap.add_argument("--module", default=os.path.join(
         ROOT, "objs", "ngx_http_prefix_aware_module.so"))
     ap.add_argument("--keep", default=None)
+    ap.add_argument("--servers", type=int, default=4)
+    ap.add_argument("--zone", action="store_true",
+                    help="\"zone\" in the upstream (its peers locked)")
     opts = ap.parse_args(argv)
     arms = opts.arm or ["rr", "off", "default"]
     module = os.path.abspath(opts.module)
@@ -202,7 +218,7 @@ def main(argv=None):
     if opts.keep:
         os.makedirs(opts.keep, exist_ok=True)
     body_list = bodies(opts.kind, opts.size, opts.bodies)
-    bports = [free_port() for _ in range(4)]
+    bports = [free_port() for _ in range(opts.servers)]
     servers = "\n".join(
         "    server { listen 127.0.0.1:%d; "
         "location / { return 200 \"ok\\n\"; } }" % p for p in bports)
@@ -223,9 +239,9 @@ def main(argv=None):
             out1 = os.path.join(tmp, "cg.%s.1" % name)
             out2 = os.path.join(opts.keep or tmp, "callgrind.out.%s" % name)
             t1 = run_arm(tmp, directive, module, bports, opts.kind,
-                         body_list, n, out1)
+                         body_list, n, out1, opts.zone)
             t2 = run_arm(tmp, directive, module, bports, opts.kind,
-                         body_list, 2 * n, out2)
+                         body_list, 2 * n, out2, opts.zone)
             per = (t2 - t1) / n
             results.append((arm, per))
             base = results[0][1]

@@ -143,8 +143,12 @@ def run_one(tmp, name, module, zone, opts, bports, script):
                  "-o", data, "-p", pids, "--", "sleep",
                  str(opts.duration)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cpu0 = O.cpu_seconds(p.pid)
         res = O.wrk("http://127.0.0.1:%d" % port, script, opts.conns,
                     opts.duration, "raw", opts.size, 64)
+        cpu = O.cpu_seconds(p.pid) - cpu0
+        res["cpu_us"] = cpu * 1e6 / res["requests"] if res["requests"] \
+            else 0.0
         if perf:
             perf.wait(timeout=opts.duration + 60)
             res["spin"] = spin_share(data)
@@ -205,11 +209,11 @@ def main(argv=None):
                     r = run_one(tmp, name, os.path.abspath(path), zone, opts,
                                 bports, script)
                     runs.setdefault((zone, name), []).append(r)
-                    print("round %d zone=%s %-6s %8.0f req/s  spin %5.2f %%"
-                          "  non2xx %d" % (rnd + 1, "on" if zone else "off",
-                                           name, r.get("rps", -1),
-                                           r.get("spin", -1), r["non2xx"]),
-                          flush=True)
+                    print("round %d zone=%s %-6s %8.0f req/s %7.1f us "
+                          "CPU/req  spin %5.2f %%  non2xx %d" % (
+                              rnd + 1, "on" if zone else "off", name,
+                              r.get("rps", -1), r["cpu_us"],
+                              r.get("spin", -1), r["non2xx"]), flush=True)
     finally:
         backend.terminate()
         backend.wait(timeout=30)
@@ -226,21 +230,23 @@ def main(argv=None):
              "prefix_aware's default, wrk -c%d, %d rotating raw bodies of "
              "%d bytes, %d s per run, %d interleaved rounds; medians. "
              "ratio: requests per second over the %s build's in the same "
-             "round. spin: the share of the workers' perf samples "
+             "round. CPU: the proxy's user + system time per request "
+             "(/proc). spin: the share of the workers' perf samples "
              "(cpu-clock, 999 Hz) in ngx_rwlock_wlock/rlock and sched_yield. "
              "Machine: %d cores, shared with other jobs while measured." % (
                  opts.workers, opts.servers, opts.conns, 64, opts.size,
                  opts.duration, opts.rounds, base, os.cpu_count()), "",
-             "| zone | build | req/s | ratio | spin % | non-2xx |",
-             "|---|---|---|---|---|---|"]
+             "| zone | build | req/s | ratio | CPU us/req | spin % | "
+             "non-2xx |",
+             "|---|---|---|---|---|---|---|"]
     for zone in (True, False):
         for name, _ in builds:
             rs = runs[(zone, name)]
             ratios = [r["rps"] / b["rps"] for r, b in
                       zip(rs, runs[(zone, base)])]
-            lines.append("| %s | %s | %.0f | %.3f | %s | %d |" % (
+            lines.append("| %s | %s | %.0f | %.3f | %.1f | %s | %d |" % (
                 "on" if zone else "off", name, med([r["rps"] for r in rs]),
-                med(ratios),
+                med(ratios), med([r["cpu_us"] for r in rs]),
                 "%.2f" % med([r["spin"] for r in rs]) if "spin" in rs[0]
                 else "-", sum(r["non2xx"] for r in rs)))
     lines += ["", "Wall time %.0f s." % (time.monotonic() - t0)]

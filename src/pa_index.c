@@ -58,7 +58,7 @@ static int pa_index_lock(unsigned char *bucket, uint64_t *word,
     pa_index_count_t *cnt);
 static int pa_index_recover(unsigned char *bucket, uint64_t *word);
 static void pa_index_unlock(unsigned char *bucket, uint64_t word,
-    const pa_index_copy_t *c);
+    const pa_index_copy_t *c, size_t from, size_t to);
 static void pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     uint32_t stamp, pa_index_count_t *cnt);
 static uint32_t pa_index_probe(pa_index_t *idx, uint64_t hash,
@@ -470,16 +470,21 @@ pa_index_recover(unsigned char *bucket, uint64_t *word)
 }
 
 
+/*
+ * the words of the copy from byte "from" to byte "to" (excluded), the
+ * only ones changed, are written back, and the bucket is released
+ */
+
 static void
 pa_index_unlock(unsigned char *bucket, uint64_t word,
-    const pa_index_copy_t *c)
+    const pa_index_copy_t *c, size_t from, size_t to)
 {
     size_t     i;
     uint64_t  *w;
 
     w = (uint64_t *) bucket;
 
-    for (i = 1; i < PA_INDEX_WORDS; i++) {
+    for (i = from / 8; i < (to + 7) / 8; i++) {
         __atomic_store_n(&w[i], c->w[i], __ATOMIC_RELAXED);
     }
 
@@ -509,11 +514,12 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
         return;
     }
 
-    /* the lock is held: no writer changes the words while they are read */
+    /*
+     * the lock is held: no writer changes the words while they are read,
+     * and readers do not write, so they are copied at once
+     */
 
-    for (k = 1; k < PA_INDEX_WORDS; k++) {
-        c.w[k] = __atomic_load_n(&((uint64_t *) bucket)[k], __ATOMIC_RELAXED);
-    }
+    memcpy(&c.w[1], bucket + 8, PA_INDEX_BUCKET - 8);
 
     h = idx->holders;
     tag = (uint32_t) (hash >> 32);
@@ -623,7 +629,8 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     pa_index_set16(&c, sv, server);
     pa_index_set32(&c, st, stamp);
 
-    pa_index_unlock(bucket, word, &c);
+    /* only the entry changed */
+    pa_index_unlock(bucket, word, &c, ent, ent + idx->entry_size);
 }
 
 
