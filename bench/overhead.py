@@ -172,7 +172,11 @@ def main(argv=None):
     ap.add_argument("--pa-threshold", type=int, default=10)
     ap.add_argument("--pa-format", default="auto")
     ap.add_argument("--require-module", action="store_true")
+    ap.add_argument("--module", default=None,
+                    help="another build of the module (default: objs/)")
     opts = ap.parse_args(argv)
+    if opts.module:
+        R.MODULE_SO = os.path.abspath(opts.module)
     if not have_load():
         sys.exit("overhead.py: neither wrk nor %s (make %s)"
                  % (LOADGEN, os.path.relpath(LOADGEN, R.ROOT)))
