@@ -21,6 +21,10 @@ static ngx_int_t ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc,
     void *data);
 static void ngx_http_prefix_aware_free_peer(ngx_peer_connection_t *pc,
     void *data, ngx_uint_t state);
+static int ngx_http_prefix_aware_pick(ngx_http_prefix_aware_peer_data_t *pd,
+    pa_pick_t *pick);
+static ngx_int_t ngx_http_prefix_aware_take(
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t server);
 static ngx_int_t ngx_http_prefix_aware_reserve(
     ngx_http_prefix_aware_shm_server_t *s, ngx_uint_t threshold);
 static void ngx_http_prefix_aware_count(ngx_http_prefix_aware_peer_data_t *pd,
@@ -262,6 +266,7 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
 
     int                                  rc;
     uintptr_t                            m;
+    ngx_int_t                            taken;
     ngx_uint_t                           n, walks;
     pa_pick_t                            pick;
     ngx_http_upstream_rr_peer_t         *peer;
@@ -278,45 +283,31 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
     pc->cached = 0;
     pc->connection = NULL;
 
-    ngx_http_upstream_rr_peers_wlock(peers);
-
-    if (ngx_http_prefix_aware_resolve_locked(pd, pc->log) != NGX_OK) {
-        ngx_http_upstream_rr_peers_unlock(peers);
+    if (ngx_http_prefix_aware_resolve_current(pd, pc->log) != NGX_OK) {
         return NGX_ERROR;
     }
 
     pd->now = ngx_time();
 
     /*
-     * the server is reserved by a compare-and-swap of its count below
-     * threshold, so that workers choosing at the same moment cannot take
-     * it past threshold together; the loser walks again and sees the
-     * count that beat it.  A choice at or above threshold is the
-     * fallback (every usable server is full): it is walked once more, as
-     * counts read one after the other may be a moment old, then taken.
+     * the choice (the index's match, the probes of the servers, the
+     * walks) reads shared state that is updated atomically, or word by
+     * word under the peers' lock: it is made without that lock, which
+     * with a "zone" is a spinlock of every worker.  the server is
+     * reserved by a compare-and-swap of its count below threshold, so
+     * that workers choosing at the same moment cannot take it past
+     * threshold together; the loser walks again and sees the count that
+     * beat it.  A choice at or above threshold is the fallback (every
+     * usable server is full): it is walked once more, as counts read one
+     * after the other may be a moment old, then taken.  Only then is the
+     * peer locked: checked again and taken, or walked past.
      */
+
+    taken = NGX_DECLINED;
 
     for (walks = 0; /* void */ ; walks++) {
 
-        if (pd->strategy != NGX_HTTP_PA_STRATEGY_PREFIX) {
-            rc = (ngx_http_prefix_aware_strategy_pick(pd, &pick) == NGX_OK)
-                 ? 0 : -1;
-
-        } else if (pd->nblocks) {
-            rc = (ngx_http_prefix_aware_index_choose(pd, &pick) == NGX_OK)
-                 ? 0 : -1;
-
-        } else if (pd->keyed) {
-            rc = pa_ring_pick(&pacf->ring, pd->hash, pacf->threshold,
-                              ngx_http_prefix_aware_probe, pd, pd->seen,
-                              &pick);
-
-        } else {
-            rc = pa_least_loaded(pacf->nservers,
-                                 ngx_http_prefix_aware_rotate++,
-                                 pacf->weights, pacf->current,
-                                 ngx_http_prefix_aware_probe, pd, &pick);
-        }
+        rc = ngx_http_prefix_aware_pick(pd, &pick);
 
         if (rc != 0) {
             break;
@@ -325,29 +316,54 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
         s = pacf->shm_server[pick.server];
 
         if (pick.inflight < pacf->threshold) {
-            if (ngx_http_prefix_aware_reserve(s, pacf->threshold) == NGX_OK)
+            if (ngx_http_prefix_aware_reserve(s, pacf->threshold) != NGX_OK)
             {
-                break;
-            }
+                if (walks < NGX_HTTP_PREFIX_AWARE_RETRIES) {
+                    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, pc->log, 0,
+                                   "prefix_aware: server %uD filled, "
+                                   "walk again", pick.server);
+                    continue;
+                }
 
-            if (walks < NGX_HTTP_PREFIX_AWARE_RETRIES) {
-                ngx_log_debug1(NGX_LOG_DEBUG_HTTP, pc->log, 0,
-                               "prefix_aware: server %uD filled, walk again",
-                               pick.server);
-                continue;
+                ngx_atomic_fetch_add(&s->inflight, 1);
             }
 
         } else if (walks == 0) {
             continue;
+
+        } else {
+            ngx_atomic_fetch_add(&s->inflight, 1);
         }
 
-        ngx_atomic_fetch_add(&s->inflight, 1);
-        break;
+        taken = ngx_http_prefix_aware_take(pd, pick.server);
+
+        if (taken == NGX_OK) {
+            break;
+        }
+
+        ngx_atomic_fetch_add(&s->inflight, -1);
+
+        if (walks >= 2 * NGX_HTTP_PREFIX_AWARE_RETRIES) {
+            rc = -1;
+            break;
+        }
+
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, pc->log, 0,
+                       "prefix_aware: server %uD changed, walk again",
+                       pick.server);
+
+        if (taken == NGX_AGAIN
+            && ngx_http_prefix_aware_resolve_current(pd, pc->log) != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
     }
 
     if (rc != 0) {
 
         /* all peers failed, mark them as live for quick recovery (no set) */
+
+        ngx_http_upstream_rr_peers_wlock(peers);
 
         for (peer = peers->peer; peer && pd->set == NULL; peer = peer->next) {
             peer->fails = 0;
@@ -371,15 +387,6 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
     pc->socklen = peer->socklen;
     pc->name = &peer->name;
 
-    peer->conns++;
-    ngx_http_prefix_aware_peer_ref(peers, peer);
-
-    if (pd->now - peer->checked > peer->fail_timeout) {
-        peer->checked = pd->now;
-    }
-
-    ngx_http_upstream_rr_peers_unlock(peers);
-
     n = pick.server / (8 * sizeof(uintptr_t));
     m = (uintptr_t) 1 << pick.server % (8 * sizeof(uintptr_t));
 
@@ -397,6 +404,87 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
                    &peer->name, pa_route_name(pick.route),
                    pd->keyed ? pd->hash : 0, pick.first_inflight,
                    pacf->threshold);
+
+    return NGX_OK;
+}
+
+
+/* one walk: the server for the request's strategy and key, 0 or -1 */
+
+static int
+ngx_http_prefix_aware_pick(ngx_http_prefix_aware_peer_data_t *pd,
+    pa_pick_t *pick)
+{
+    ngx_http_prefix_aware_srv_conf_t  *pacf;
+
+    pacf = pd->conf;
+
+    if (pd->strategy != NGX_HTTP_PA_STRATEGY_PREFIX) {
+        return (ngx_http_prefix_aware_strategy_pick(pd, pick) == NGX_OK)
+               ? 0 : -1;
+    }
+
+    if (pd->nblocks) {
+        return (ngx_http_prefix_aware_index_choose(pd, pick) == NGX_OK)
+               ? 0 : -1;
+    }
+
+    if (pd->keyed) {
+        return pa_ring_pick(&pacf->ring, pd->hash, pacf->threshold,
+                            ngx_http_prefix_aware_probe, pd, pd->seen, pick);
+    }
+
+    return pa_least_loaded(pacf->nservers, ngx_http_prefix_aware_rotate++,
+                           pacf->weights, pacf->current,
+                           ngx_http_prefix_aware_probe, pd, pick);
+}
+
+
+/*
+ * the chosen peer, under the peers' lock: still usable (its state may
+ * have changed since it was read without the lock) and taken: its
+ * connections and a reference.  NGX_BUSY: no longer usable; NGX_AGAIN:
+ * the "resolve" view is older than the peers, it is made again first
+ */
+
+static ngx_int_t
+ngx_http_prefix_aware_take(ngx_http_prefix_aware_peer_data_t *pd,
+    ngx_uint_t server)
+{
+    ngx_http_upstream_rr_peer_t   *peer;
+    ngx_http_upstream_rr_peers_t  *peers;
+
+    peers = pd->rrp.peers;
+    peer = pd->conf->peer[server];
+
+    ngx_http_upstream_rr_peers_wlock(peers);
+
+#if (NGX_HTTP_UPSTREAM_ZONE)
+    if (peers->shpool) {
+        uint64_t  inflight;
+
+        if (ngx_http_prefix_aware_resolve_stale(pd->conf)) {
+            ngx_http_upstream_rr_peers_unlock(peers);
+            return NGX_AGAIN;
+        }
+
+        if (ngx_http_prefix_aware_probe(pd, (uint32_t) server, &inflight)
+            != PA_SERVER_USABLE)
+        {
+            ngx_http_upstream_rr_peers_unlock(peers);
+            return NGX_BUSY;
+        }
+    }
+#endif
+
+    peer->conns++;
+    ngx_http_prefix_aware_peer_ref(peers, peer);
+
+    if (pd->now - peer->checked > peer->fail_timeout) {
+        peer->checked = pd->now;
+    }
+
+    ngx_http_upstream_rr_peers_unlock(peers);
 
     return NGX_OK;
 }

@@ -30,6 +30,21 @@
 #                      and with 30 % of the requests sent straight to the
 #                      engines (other clients); every workload, 3 seeds;
 #                      results in bench/results/hosts/ (BENCH_HOSTS_ARGS)
+#   make bench-overhead the router overhead alone (bench/overhead.py): round
+#                      robin, prefix_aware index=off and the default side
+#                      by side, 4 KB and 64 KB bodies; requests per second
+#                      and the proxy's CPU per request (wrk, else
+#                      build/bench/loadgen)
+#   make bench-instructions
+#                      instructions per request under callgrind
+#                      (bench/instructions.py): round robin, index=off,
+#                      the default; deterministic, unlike the timings
+#   make bench-lock BENCH_LOCK_OLD=/path/to/an/older/module.so
+#                      the work under the upstream's lock (bench/lock.py):
+#                      8 workers, 64 servers, 64 KB bodies, with and
+#                      without "zone", the older build against this one,
+#                      interleaved; requests per second and the share of
+#                      the workers' time spinning on the lock (perf)
 #
 # Debian's python3 (python3-aiohttp, python3-matplotlib), not a pyenv one.
 
@@ -38,7 +53,16 @@ BENCH_ARGS ?=
 BENCH_PEERS_ARGS ?=
 BENCH_HOSTS_ARGS ?=
 
-.PHONY: demo bench bench-smoke bench-overhead bench-peers bench-hosts
+.PHONY: demo bench bench-smoke bench-overhead bench-instructions bench-lock \
+        bench-peers bench-hosts
+
+LOADGEN_BIN = $(BUILD)/bench/loadgen
+
+# where wrk is not installed: a closed-loop generator with the same bodies
+$(LOADGEN_BIN): bench/loadgen.c | deps
+	@mkdir -p $(BUILD)/bench
+	$(CC) -std=c99 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ \
+	    bench/loadgen.c
 
 demo: module deps-bench
 	$(BENCH_PY) bench/run.py demo $(BENCH_ARGS)
@@ -47,10 +71,20 @@ bench-smoke: module deps-bench
 	$(BENCH_PY) -m unittest discover -s bench -p 'test_*.py'
 	$(BENCH_PY) bench/run.py smoke $(BENCH_ARGS)
 
-bench-overhead: module deps-bench
+bench-overhead: module deps-bench $(LOADGEN_BIN)
 	$(BENCH_PY) bench/overhead.py
 
-bench: module deps-bench
+bench-instructions: module
+	$(BENCH_PY) bench/instructions.py --size 4096
+	$(BENCH_PY) bench/instructions.py --size 65536 --requests 500
+
+bench-lock: module $(LOADGEN_BIN)
+	@test -n "$(BENCH_LOCK_OLD)" || \
+	    { echo "BENCH_LOCK_OLD=/path/to/an/older/module.so"; exit 2; }
+	$(BENCH_PY) bench/lock.py --module old=$(BENCH_LOCK_OLD) \
+	    --module new=$(MODULE)
+
+bench: module deps-bench $(LOADGEN_BIN)
 	$(BENCH_PY) bench/overhead.py
 	$(BENCH_PY) bench/run.py bench $(BENCH_ARGS)
 

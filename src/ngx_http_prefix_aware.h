@@ -736,14 +736,20 @@ void ngx_http_prefix_aware_zone_usage(ngx_http_prefix_aware_main_conf_t *pamcf,
 /* ngx_http_prefix_aware_resolve.c */
 ngx_int_t ngx_http_prefix_aware_resolve_init(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf);
-size_t ngx_http_prefix_aware_resolve_size(
-    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_uint_t workers);
 ngx_int_t ngx_http_prefix_aware_resolve_peer(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd);
-ngx_int_t ngx_http_prefix_aware_resolve_locked(
+ngx_int_t ngx_http_prefix_aware_resolve_current(
     ngx_http_prefix_aware_peer_data_t *pd, ngx_log_t *log);
+ngx_uint_t ngx_http_prefix_aware_resolve_stale(
+    ngx_http_prefix_aware_srv_conf_t *pacf);
 void ngx_http_prefix_aware_resolve_refresh(
     ngx_http_prefix_aware_main_conf_t *pamcf, ngx_log_t *log);
+
+/* ngx_http_prefix_aware_resolve_zone.c */
+size_t ngx_http_prefix_aware_resolve_size(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_uint_t workers);
+void ngx_http_prefix_aware_resolve_drain(ngx_slab_pool_t *shpool,
+    ngx_http_prefix_aware_shm_worker_t *w);
 void ngx_http_prefix_aware_resolve_reap(ngx_slab_pool_t *shpool,
     ngx_http_prefix_aware_shm_worker_t *w);
 ngx_uint_t ngx_http_prefix_aware_resolve_busy(

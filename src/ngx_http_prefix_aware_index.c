@@ -496,9 +496,11 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
 
     pacf = pd->conf;
 
-    (void) pa_index_match(&pacf->index, pd->blocks, pd->nblocks,
-                          pacf->depth_id, PA_INDEX_MAX_SERVERS,
-                          pacf->found_id, &nfound_id);
+    /* depth_id is all 0 between matches: only the servers found are set */
+
+    (void) pa_index_match_found(&pacf->index, pd->blocks, pd->nblocks,
+                                pacf->depth_id, PA_INDEX_MAX_SERVERS,
+                                pacf->found_id, &nfound_id);
 
     nfound = 0;
 
@@ -506,13 +508,14 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
         i = pacf->found_id[k];
         r = pacf->ring_of[i];
 
-        /* a server of another configuration */
-        if (r == 0) {
-            continue;
+        if (r != 0) {
+            pacf->depth[r - 1] = pacf->depth_id[i];
+            pacf->found[nfound++] = r - 1;
         }
 
-        pacf->depth[r - 1] = pacf->depth_id[i];
-        pacf->found[nfound++] = r - 1;
+        /* else a server of another configuration */
+
+        pacf->depth_id[i] = 0;
     }
 
     ngx_memzero(&in, sizeof(pa_choose_in_t));

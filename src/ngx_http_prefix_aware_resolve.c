@@ -25,10 +25,6 @@
 #include "ngx_http_prefix_aware.h"
 
 
-/* addresses an upstream with "resolve" is sized for in the shared zone */
-#define NGX_HTTP_PREFIX_AWARE_RESOLVE_ROOM  256
-
-
 static ngx_int_t ngx_http_prefix_aware_resolve_scratch(
     ngx_http_prefix_aware_peer_data_t *pd);
 
@@ -39,6 +35,7 @@ typedef struct {
     ngx_uint_t                            config;   /* *peers->config */
     ngx_uint_t                            id;       /* views made */
     ngx_uint_t                            failed;   /* config + 1 */
+    ngx_uint_t                            retry;    /* config + 1 */
     ngx_pool_t                           *pool;
     ngx_http_prefix_aware_shm_block_t    *block;
     ngx_http_prefix_aware_main_conf_t    *pamcf;
@@ -52,8 +49,10 @@ typedef struct {
 
 
 static void ngx_http_prefix_aware_resolve_cleanup(void *data);
+static ngx_uint_t ngx_http_prefix_aware_resolve_due(
+    ngx_http_prefix_aware_view_t *view, ngx_uint_t config, ngx_uint_t tick);
 static void ngx_http_prefix_aware_resolve_view(
-    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_log_t *log);
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_log_t *log, ngx_uint_t tick);
 static ngx_int_t ngx_http_prefix_aware_resolve_names(ngx_pool_t *pool,
     ngx_http_prefix_aware_entry_t *e, ngx_uint_t n,
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_log_t *log);
@@ -63,8 +62,6 @@ static ngx_int_t ngx_http_prefix_aware_resolve_bind(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *names,
     ngx_http_prefix_aware_shm_server_t **server, ngx_uint_t n,
     ngx_http_prefix_aware_shm_block_t **blockp);
-static void ngx_http_prefix_aware_resolve_drain(ngx_slab_pool_t *shpool,
-    ngx_http_prefix_aware_shm_worker_t *w);
 
 
 /*
@@ -162,13 +159,45 @@ ngx_http_prefix_aware_resolve_cleanup(void *data)
 
 
 /*
- * the current view of an upstream with "resolve"; the peers are locked
- * for writing: the view takes references to peers
+ * 1 if the view is to be made for the peers' generation "config": it is
+ * not made yet, and making it did not fail for that generation.  A
+ * failure that the same peers would meet again (too many ring points) is
+ * not retried; one that passes (the zone full while the records of
+ * servers that left drain, no memory) is retried at the reaper's tick
+ */
+
+static ngx_uint_t
+ngx_http_prefix_aware_resolve_due(ngx_http_prefix_aware_view_t *view,
+    ngx_uint_t config, ngx_uint_t tick)
+{
+    if (view->pool && view->config == config) {
+        return 0;
+    }
+
+    if (view->failed == config + 1) {
+        return 0;
+    }
+
+    if (view->retry == config + 1 && !tick) {
+        return 0;
+    }
+
+    return 1;
+}
+
+
+/*
+ * the current view of an upstream with "resolve".  The peers' lock (a
+ * spinlock of every worker) is held only to list the peers, each taken
+ * with a reference so that it stays while the view is made without the
+ * lock (sorting, up to 4 M ring points), and to swap the views' peer
+ * references.  The peers may change meanwhile: the view is of the
+ * generation it listed, and one made again once the generation moved.
  */
 
 static void
 ngx_http_prefix_aware_resolve_view(ngx_http_prefix_aware_srv_conf_t *pacf,
-    ngx_log_t *log)
+    ngx_log_t *log, ngx_uint_t tick)
 {
     size_t                                total;
     int64_t                              *current;
@@ -176,11 +205,11 @@ ngx_http_prefix_aware_resolve_view(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_int_t                             rc;
     ngx_str_t                            *names;
     pa_ring_t                             ring;
-    ngx_uint_t                            i, n, config;
+    ngx_uint_t                            i, n, all, config, lasting;
     ngx_pool_t                           *pool;
     pa_ring_point_t                      *points;
     pa_ring_server_t                     *servers;
-    ngx_http_upstream_rr_peer_t          *peer, **peer_of;
+    ngx_http_upstream_rr_peer_t          *peer, **peer_of, **listed;
     ngx_http_upstream_rr_peers_t         *peers;
     ngx_http_prefix_aware_view_t         *view;
     ngx_http_prefix_aware_entry_t        *e;
@@ -194,10 +223,30 @@ ngx_http_prefix_aware_resolve_view(ngx_http_prefix_aware_srv_conf_t *pacf,
         return;
     }
 
+    /* read without the lock, and again under it */
+
     config = *peers->config;
 
-    if ((view->pool && view->config == config) || view->failed == config + 1)
-    {
+    if (!ngx_http_prefix_aware_resolve_due(view, config, tick)) {
+        return;
+    }
+
+    all = 0;
+    listed = NULL;
+    lasting = 0;
+
+    pool = ngx_create_pool(NGX_DEFAULT_POOL_SIZE, log);
+    if (pool == NULL) {
+        goto failed;
+    }
+
+    ngx_http_upstream_rr_peers_wlock(peers);
+
+    config = *peers->config;
+
+    if (!ngx_http_prefix_aware_resolve_due(view, config, tick)) {
+        ngx_http_upstream_rr_peers_unlock(peers);
+        ngx_destroy_pool(pool);
         return;
     }
 
@@ -207,25 +256,26 @@ ngx_http_prefix_aware_resolve_view(ngx_http_prefix_aware_srv_conf_t *pacf,
         n++;
     }
 
-    pool = ngx_create_pool(NGX_DEFAULT_POOL_SIZE, log);
-    if (pool == NULL) {
-        goto failed;
-    }
-
     e = ngx_palloc(pool, (n + 1) * sizeof(ngx_http_prefix_aware_entry_t));
-    if (e == NULL) {
+    listed = ngx_palloc(pool, (n + 1) * sizeof(void *));
+
+    if (e == NULL || listed == NULL) {
+        ngx_http_upstream_rr_peers_unlock(peers);
         goto failed;
     }
-
-    n = 0;
 
     for (peer = peers->peer; peer; peer = peer->next) {
-        e[n].peer = peer;
-        e[n].name = peer->host ? peer->name : peer->server;
-        n++;
+        ngx_http_upstream_rr_peer_ref(peers, peer);
+
+        listed[all] = peer;
+        e[all].peer = peer;
+        e[all].name = peer->host ? peer->name : peer->server;
+        all++;
     }
 
-    rc = ngx_http_prefix_aware_resolve_names(pool, e, n, pacf, log);
+    ngx_http_upstream_rr_peers_unlock(peers);
+
+    rc = ngx_http_prefix_aware_resolve_names(pool, e, all, pacf, log);
     if (rc == NGX_ERROR) {
         goto failed;
     }
@@ -267,11 +317,17 @@ ngx_http_prefix_aware_resolve_view(ngx_http_prefix_aware_srv_conf_t *pacf,
                           "have more than %d points",
                           &pacf->upstream->host,
                           NGX_HTTP_PREFIX_AWARE_MAX_POINTS);
+            lasting = 1;
             goto failed;
         }
 
         points = ngx_palloc(pool, total * sizeof(pa_ring_point_t));
-        if (points == NULL || pa_ring_build(&ring, points, servers, n) != 0) {
+        if (points == NULL) {
+            goto failed;
+        }
+
+        if (pa_ring_build(&ring, points, servers, n) != 0) {
+            lasting = 1;
             goto failed;
         }
     }
@@ -284,15 +340,26 @@ ngx_http_prefix_aware_resolve_view(ngx_http_prefix_aware_srv_conf_t *pacf,
         goto failed;
     }
 
-    /* the new view's peers are taken before the old one's are released */
+    /*
+     * the new view's peers are taken before the listing's references and
+     * the old view's are released
+     */
+
+    ngx_http_upstream_rr_peers_wlock(peers);
 
     for (i = 0; i < n; i++) {
         ngx_http_upstream_rr_peer_ref(peers, peer_of[i]);
     }
 
+    for (i = 0; i < all; i++) {
+        (void) ngx_http_upstream_rr_peer_unref(peers, listed[i]);
+    }
+
     for (i = 0; i < pacf->nservers; i++) {
         (void) ngx_http_upstream_rr_peer_unref(peers, pacf->peer[i]);
     }
+
+    ngx_http_upstream_rr_peers_unlock(peers);
 
     pacf->nservers = n;
     pacf->ring = ring;
@@ -312,6 +379,7 @@ ngx_http_prefix_aware_resolve_view(ngx_http_prefix_aware_srv_conf_t *pacf,
     view->block = block;
     view->config = config;
     view->failed = 0;
+    view->retry = 0;
     view->id++;
 
     if (n == 0) {
@@ -331,18 +399,37 @@ ngx_http_prefix_aware_resolve_view(ngx_http_prefix_aware_srv_conf_t *pacf,
 
 failed:
 
-    /* the view in use stays; this configuration is not tried again */
+    /*
+     * the view in use stays; this generation is tried again at the
+     * reaper's tick, unless the failure would come again
+     */
+
+    if (all) {
+        ngx_http_upstream_rr_peers_wlock(peers);
+
+        for (i = 0; i < all; i++) {
+            (void) ngx_http_upstream_rr_peer_unref(peers, listed[i]);
+        }
+
+        ngx_http_upstream_rr_peers_unlock(peers);
+    }
 
     if (pool) {
         ngx_destroy_pool(pool);
     }
 
-    view->failed = config + 1;
+    if (lasting) {
+        view->failed = config + 1;
+
+    } else {
+        view->retry = config + 1;
+    }
 
     ngx_log_error(NGX_LOG_ERR, log, 0,
                   "prefix_aware: cannot follow the servers of upstream "
-                  "\"%V\", it keeps the %ui it had",
-                  &pacf->upstream->host, pacf->nservers);
+                  "\"%V\", it keeps the %ui it had%s",
+                  &pacf->upstream->host, pacf->nservers,
+                  lasting ? "" : ", and tries again in a second");
 }
 
 
@@ -460,6 +547,28 @@ ngx_http_prefix_aware_resolve_bind(ngx_http_prefix_aware_srv_conf_t *pacf,
 
     ngx_shmtx_lock(&shpool->mutex);
 
+#if (NGX_HTTP_PREFIX_AWARE_TEST)
+    {
+    u_char  path[NGX_MAX_PATH];
+
+    /*
+     * test builds only (NGX_HTTP_PREFIX_AWARE_TEST=1 at configure time, as
+     * t/newer/newer.mk builds): the zone counts as full while a file
+     * "zone-full" exists in nginx's prefix, as a real zone (1 MB at
+     * least) is hard to fill from a test
+     */
+
+    if (ngx_snprintf(path, NGX_MAX_PATH - 1, "%Vzone-full%Z",
+                     &ngx_cycle->prefix)
+        < path + NGX_MAX_PATH - 1
+        && access((char *) path, F_OK) == 0)
+    {
+        k = 0;
+        goto full;
+    }
+    }
+#endif
+
     for (k = 0; k < n; k++) {
 
         for (s = up->servers; s; s = s->sibling) {
@@ -561,7 +670,6 @@ ngx_http_prefix_aware_resolve_refresh(ngx_http_prefix_aware_main_conf_t *pamcf,
 {
     ngx_uint_t                           i;
     ngx_slab_pool_t                     *shpool;
-    ngx_http_upstream_rr_peers_t        *peers;
     ngx_http_prefix_aware_view_t        *view;
     ngx_http_prefix_aware_srv_conf_t   **pacf;
     ngx_http_prefix_aware_shm_block_t   *b;
@@ -579,17 +687,7 @@ ngx_http_prefix_aware_resolve_refresh(ngx_http_prefix_aware_main_conf_t *pamcf,
             continue;
         }
 
-        peers = pacf[i]->upstream->peer.data;
-
-        if (peers->config == NULL
-            || (view->pool && view->config == *peers->config))
-        {
-            continue;
-        }
-
-        ngx_http_upstream_rr_peers_wlock(peers);
-        ngx_http_prefix_aware_resolve_view(pacf[i], log);
-        ngx_http_upstream_rr_peers_unlock(peers);
+        ngx_http_prefix_aware_resolve_view(pacf[i], log, 1);
     }
 
     /* the blocks of older views whose requests ended */
@@ -615,37 +713,6 @@ ngx_http_prefix_aware_resolve_refresh(ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_shmtx_unlock(&shpool->mutex);
 }
 
-/* frees this worker's blocks of older views whose requests all ended */
-
-static void
-ngx_http_prefix_aware_resolve_drain(ngx_slab_pool_t *shpool,
-    ngx_http_prefix_aware_shm_worker_t *w)
-{
-    ngx_uint_t                           i;
-    ngx_http_prefix_aware_shm_block_t   *b, **pb;
-
-    for (pb = &w->blocks; *pb; /* void */) {
-        b = *pb;
-
-        if (!b->current) {
-            for (i = 0; i < b->nservers; i++) {
-                if (b->count[i] || b->work[i]) {
-                    break;
-                }
-            }
-
-            if (i == b->nservers) {
-                *pb = b->next;
-                ngx_slab_free_locked(shpool, b);
-                continue;
-            }
-        }
-
-        pb = &b->next;
-    }
-}
-
-
 #else
 
 ngx_int_t
@@ -663,36 +730,6 @@ ngx_http_prefix_aware_resolve_refresh(ngx_http_prefix_aware_main_conf_t *pamcf,
 }
 
 #endif
-
-
-/* room in the shared zone for the records and counts of resolved servers */
-
-size_t
-ngx_http_prefix_aware_resolve_size(ngx_http_prefix_aware_main_conf_t *pamcf,
-    ngx_uint_t workers)
-{
-    size_t                              size;
-    ngx_uint_t                          i;
-    ngx_http_prefix_aware_srv_conf_t  **pacf;
-
-    pacf = pamcf->upstreams.elts;
-    size = 0;
-
-    for (i = 0; i < pamcf->upstreams.nelts; i++) {
-        if (pacf[i]->resolve == NULL) {
-            continue;
-        }
-
-        size += NGX_HTTP_PREFIX_AWARE_RESOLVE_ROOM
-                * (2 * (sizeof(ngx_http_prefix_aware_shm_server_t)
-                        + NGX_SOCKADDR_STRLEN)
-                   + 4 * workers * (sizeof(void *)
-                                    + 2 * sizeof(ngx_atomic_t)))
-                + 4 * workers * sizeof(ngx_http_prefix_aware_shm_block_t);
-    }
-
-    return size;
-}
 
 
 /*
@@ -719,23 +756,9 @@ ngx_http_prefix_aware_resolve_peer(ngx_http_request_t *r,
     }
 
 #if (NGX_HTTP_PREFIX_AWARE_RESOLVE)
-    {
-    ngx_http_upstream_rr_peers_t  *peers;
-    ngx_http_prefix_aware_view_t  *view;
+    ngx_http_prefix_aware_resolve_view(pacf, r->connection->log, 0);
 
-    view = pacf->resolve;
-    peers = pacf->upstream->peer.data;
-
-    if (peers->config
-        && (view->pool == NULL || view->config != *peers->config))
-    {
-        ngx_http_upstream_rr_peers_wlock(peers);
-        ngx_http_prefix_aware_resolve_view(pacf, r->connection->log);
-        ngx_http_upstream_rr_peers_unlock(peers);
-    }
-
-    pd->view = view->id;
-    }
+    pd->view = ((ngx_http_prefix_aware_view_t *) pacf->resolve)->id;
 #endif
 
     return ngx_http_prefix_aware_resolve_scratch(pd);
@@ -743,13 +766,13 @@ ngx_http_prefix_aware_resolve_peer(ngx_http_request_t *r,
 
 
 /*
- * in get_peer(), the peers locked for writing: the view brought up to
+ * in get_peer(), before the peers are locked: the view brought up to
  * date; if it changed since the request's last choice, the scratch is
  * made for it again
  */
 
 ngx_int_t
-ngx_http_prefix_aware_resolve_locked(ngx_http_prefix_aware_peer_data_t *pd,
+ngx_http_prefix_aware_resolve_current(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_log_t *log)
 {
 #if (NGX_HTTP_PREFIX_AWARE_RESOLVE)
@@ -761,7 +784,7 @@ ngx_http_prefix_aware_resolve_locked(ngx_http_prefix_aware_peer_data_t *pd,
         return NGX_OK;
     }
 
-    ngx_http_prefix_aware_resolve_view(pd->conf, log);
+    ngx_http_prefix_aware_resolve_view(pd->conf, log, 0);
 
     if (pd->view != view->id) {
         pd->view = view->id;
@@ -770,6 +793,37 @@ ngx_http_prefix_aware_resolve_locked(ngx_http_prefix_aware_peer_data_t *pd,
 #endif
 
     return NGX_OK;
+}
+
+
+/*
+ * the peers locked: 1 if the view is older than the peers and can be
+ * made again (a peer chosen in it may have left)
+ */
+
+ngx_uint_t
+ngx_http_prefix_aware_resolve_stale(ngx_http_prefix_aware_srv_conf_t *pacf)
+{
+#if (NGX_HTTP_PREFIX_AWARE_RESOLVE)
+    ngx_http_upstream_rr_peers_t  *peers;
+    ngx_http_prefix_aware_view_t  *view;
+
+    view = pacf->resolve;
+
+    if (view == NULL) {
+        return 0;
+    }
+
+    peers = pacf->upstream->peer.data;
+
+    if (peers->config == NULL) {
+        return 0;
+    }
+
+    return ngx_http_prefix_aware_resolve_due(view, *peers->config, 0);
+#else
+    return 0;
+#endif
 }
 
 
@@ -814,67 +868,4 @@ ngx_http_prefix_aware_resolve_scratch(ngx_http_prefix_aware_peer_data_t *pd)
     ngx_memzero(pd->rrp.tried, words * sizeof(uintptr_t));
 
     return NGX_OK;
-}
-
-
-/*
- * under the zone's lock, a worker record is freed: the counts of its
- * blocks given back, the references of its view dropped
- */
-
-void
-ngx_http_prefix_aware_resolve_reap(ngx_slab_pool_t *shpool,
-    ngx_http_prefix_aware_shm_worker_t *w)
-{
-    ngx_uint_t                          i;
-    ngx_atomic_uint_t                   n;
-    ngx_http_prefix_aware_shm_block_t  *b, *next;
-
-    for (b = w->blocks; b; b = next) {
-        next = b->next;
-
-        for (i = 0; i < b->nservers; i++) {
-            n = b->count[i];
-
-            if (n) {
-                ngx_atomic_fetch_add(&b->server[i]->inflight,
-                                     - (ngx_atomic_int_t) n);
-            }
-
-            n = b->work[i];
-
-            if (n) {
-                ngx_atomic_fetch_add(&b->server[i]->work,
-                                     - (ngx_atomic_int_t) n);
-            }
-
-            if (b->current) {
-                b->server[i]->refs--;
-            }
-        }
-
-        ngx_slab_free_locked(shpool, b);
-    }
-
-    w->blocks = NULL;
-}
-
-
-/* 1 if a worker record has requests in flight on resolved servers */
-
-ngx_uint_t
-ngx_http_prefix_aware_resolve_busy(ngx_http_prefix_aware_shm_worker_t *w)
-{
-    ngx_uint_t                          i;
-    ngx_http_prefix_aware_shm_block_t  *b;
-
-    for (b = w->blocks; b; b = b->next) {
-        for (i = 0; i < b->nservers; i++) {
-            if (b->count[i]) {
-                return 1;
-            }
-        }
-    }
-
-    return 0;
 }

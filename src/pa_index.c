@@ -62,13 +62,14 @@ typedef struct {
 } pa_index_count_t;
 
 
-static unsigned char *pa_index_bucket(pa_index_t *idx, uint64_t hash);
+static inline unsigned char *pa_index_bucket(pa_index_t *idx,
+    uint64_t hash);
 static int pa_index_read(unsigned char *bucket, pa_index_copy_t *c);
 static int pa_index_lock(unsigned char *bucket, uint64_t *word,
     pa_index_count_t *cnt);
 static int pa_index_recover(unsigned char *bucket, uint64_t *word);
 static void pa_index_unlock(unsigned char *bucket, uint64_t word,
-    const pa_index_copy_t *c);
+    const pa_index_copy_t *c, size_t from, size_t to);
 static void pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     uint32_t stamp, uint64_t epoch, pa_index_count_t *cnt);
 static void pa_index_sweep(pa_index_t *idx, pa_index_copy_t *c,
@@ -94,12 +95,14 @@ pa_index_set_owner(uint32_t pid)
 {
     pa_index_owner = pid;
 }
-static uint32_t pa_index_get32(const pa_index_copy_t *c, size_t off);
-static uint32_t pa_index_get16(const pa_index_copy_t *c, size_t off);
-static void pa_index_set32(pa_index_copy_t *c, size_t off, uint32_t v);
-static void pa_index_set16(pa_index_copy_t *c, size_t off, uint32_t v);
-static void pa_index_pause(void);
-static void pa_index_prefetch(pa_index_t *idx, uint64_t hash);
+static inline uint32_t pa_index_get32(const pa_index_copy_t *c, size_t off);
+static inline uint32_t pa_index_get16(const pa_index_copy_t *c, size_t off);
+static inline void pa_index_set32(pa_index_copy_t *c, size_t off,
+    uint32_t v);
+static inline void pa_index_set16(pa_index_copy_t *c, size_t off,
+    uint32_t v);
+static inline void pa_index_pause(void);
+static inline void pa_index_prefetch(pa_index_t *idx, uint64_t hash);
 
 
 void
@@ -230,11 +233,20 @@ uint32_t
 pa_index_match(pa_index_t *idx, const uint64_t *hashes, uint32_t n,
     uint32_t *depth, uint32_t nservers, uint32_t *found, uint32_t *nfound)
 {
+    memset(depth, 0, nservers * sizeof(uint32_t));
+
+    return pa_index_match_found(idx, hashes, n, depth, nservers, found,
+                                nfound);
+}
+
+
+uint32_t
+pa_index_match_found(pa_index_t *idx, const uint64_t *hashes, uint32_t n,
+    uint32_t *depth, uint32_t nservers, uint32_t *found, uint32_t *nfound)
+{
     int32_t   i;
     uint32_t  k, m, nf, lo, hi, mid, limit, first, left, full, s, max;
     uint32_t  servers[8], first_servers[8];
-
-    memset(depth, 0, nservers * sizeof(uint32_t));
 
     nf = 0;
 
@@ -347,7 +359,7 @@ pa_index_match(pa_index_t *idx, const uint64_t *hashes, uint32_t n,
 }
 
 
-static unsigned char *
+static inline unsigned char *
 pa_index_bucket(pa_index_t *idx, uint64_t hash)
 {
     uint64_t  b;
@@ -496,16 +508,21 @@ pa_index_recover(unsigned char *bucket, uint64_t *word)
 }
 
 
+/*
+ * the words of the copy from byte "from" to byte "to" (excluded), the
+ * only ones changed, are written back, and the bucket is released
+ */
+
 static void
 pa_index_unlock(unsigned char *bucket, uint64_t word,
-    const pa_index_copy_t *c)
+    const pa_index_copy_t *c, size_t from, size_t to)
 {
     size_t     i;
     uint64_t  *w;
 
     w = (uint64_t *) bucket;
 
-    for (i = 1; i < PA_INDEX_WORDS; i++) {
+    for (i = from / 8; i < (to + 7) / 8; i++) {
         __atomic_store_n(&w[i], c->w[i], __ATOMIC_RELAXED);
     }
 
@@ -521,7 +538,7 @@ static void
 pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     uint32_t stamp, uint64_t epoch, pa_index_count_t *cnt)
 {
-    size_t           ent, st, sv;
+    size_t           ent, st, sv, from;
     int64_t          life, least;
     uint32_t         e, k, h, tag, hit, empty, slot;
     uint64_t         word, swept;
@@ -535,11 +552,12 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
         return;
     }
 
-    /* the lock is held: no writer changes the words while they are read */
+    /*
+     * the lock is held: no writer changes the words while they are read,
+     * and readers do not write, so they are copied at once
+     */
 
-    for (k = 1; k < PA_INDEX_WORDS; k++) {
-        c.w[k] = __atomic_load_n(&((uint64_t *) bucket)[k], __ATOMIC_RELAXED);
-    }
+    memcpy(&c.w[1], bucket + 8, PA_INDEX_BUCKET - 8);
 
     h = idx->holders;
     tag = (uint32_t) (hash >> 32);
@@ -551,10 +569,14 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
      */
 
     swept = c.w[1];
+    from = 0;
 
     if ((int64_t) (epoch - swept) >= PA_INDEX_SWEEP) {
         pa_index_sweep(idx, &c, swept);
         c.w[1] = epoch;
+
+        /* the sweep's epoch and its expired holders are written back too */
+        from = 8;
     }
 
     hit = UINT32_MAX;
@@ -662,7 +684,9 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     pa_index_set16(&c, sv, server);
     pa_index_set32(&c, st, stamp);
 
-    pa_index_unlock(bucket, word, &c);
+    /* only the entry changed, unless the bucket was swept */
+    pa_index_unlock(bucket, word, &c, from ? from : ent,
+                    from ? PA_INDEX_BUCKET : ent + idx->entry_size);
 }
 
 
@@ -883,7 +907,7 @@ pa_index_left(uint32_t now, uint32_t stamp, uint32_t cap)
 }
 
 
-static uint32_t
+static inline uint32_t
 pa_index_get32(const pa_index_copy_t *c, size_t off)
 {
     uint32_t  v;
@@ -894,7 +918,7 @@ pa_index_get32(const pa_index_copy_t *c, size_t off)
 }
 
 
-static uint32_t
+static inline uint32_t
 pa_index_get16(const pa_index_copy_t *c, size_t off)
 {
     uint16_t  v;
@@ -905,14 +929,14 @@ pa_index_get16(const pa_index_copy_t *c, size_t off)
 }
 
 
-static void
+static inline void
 pa_index_set32(pa_index_copy_t *c, size_t off, uint32_t v)
 {
     memcpy((unsigned char *) c->w + off, &v, sizeof(uint32_t));
 }
 
 
-static void
+static inline void
 pa_index_set16(pa_index_copy_t *c, size_t off, uint32_t v)
 {
     uint16_t  x;
@@ -925,7 +949,7 @@ pa_index_set16(pa_index_copy_t *c, size_t off, uint32_t v)
 
 /* both cache lines of a bucket, ahead of their use */
 
-static void
+static inline void
 pa_index_prefetch(pa_index_t *idx, uint64_t hash)
 {
     unsigned char  *b;
@@ -937,7 +961,7 @@ pa_index_prefetch(pa_index_t *idx, uint64_t hash)
 }
 
 
-static void
+static inline void
 pa_index_pause(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

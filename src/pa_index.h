@@ -172,6 +172,15 @@ uint32_t pa_index_match(pa_index_t *idx, const uint64_t *hashes,
     uint32_t n, uint32_t *depth, uint32_t nservers, uint32_t *found,
     uint32_t *nfound);
 
+/*
+ * the same for a caller that keeps "depth" all 0 between matches, as a
+ * match of a few servers need not clear nservers values: only the
+ * servers put in "found" are set, and the caller sets them back to 0
+ */
+uint32_t pa_index_match_found(pa_index_t *idx, const uint64_t *hashes,
+    uint32_t n, uint32_t *depth, uint32_t nservers, uint32_t *found,
+    uint32_t *nfound);
+
 void pa_index_stats(pa_index_t *idx, pa_index_stats_t *st);
 
 

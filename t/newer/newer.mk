@@ -9,7 +9,8 @@
 # Debian 12's nginx 1.22.1 (make test) and this one; version differences go
 # through the nginx_version guards in src/ngx_http_prefix_aware.h.
 # t/090-resolve.t (server ... resolve, nginx 1.27.3+) runs only here: it
-# skips on 1.22.1.
+# skips on 1.22.1.  The module is built here with NGX_HTTP_PREFIX_AWARE_TEST
+# (config): the faults t/091-resolve-retry.t injects, in no other build.
 #
 # Only sid's binary packages can be fetched here (its source package cannot),
 # so this is the setup of an operator on a current Debian: the module built
@@ -70,7 +71,7 @@ $(NEW_SRC)/objs/Makefile: $(NEW_DIR)/stamp config
 	rm -rf $(NEW_SRC)
 	cp -r $(NEW_ROOT)/usr/share/nginx/src $(NEW_SRC)
 	cd $(NEW_SRC) && . ./conf_flags && \
-	    ./configure "$${NGX_CONF_FLAGS[@]}" \
+	    NGX_HTTP_PREFIX_AWARE_TEST=1 ./configure "$${NGX_CONF_FLAGS[@]}" \
 	        --add-dynamic-module=$(CURDIR) >configure.log
 
 # nginx's gcc flags include -Werror: a warning fails the build
@@ -103,7 +104,7 @@ $(NEW_STATIC)/objs/Makefile: config | deps
 	cp -r $(NEW_NGINX_SRC) $(NEW_STATIC)
 	cd $(NEW_STATIC) && \
 	    if [ -x configure ]; then c=./configure; else c=auto/configure; fi; \
-	    $$c --with-debug --with-threads \
+	    NGX_HTTP_PREFIX_AWARE_TEST=1 $$c --with-debug --with-threads \
 	        --with-http_v2_module --with-http_ssl_module \
 	        --add-module=$(CURDIR) >configure.log
 

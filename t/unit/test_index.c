@@ -44,6 +44,7 @@ static void chain(uint64_t root, uint32_t fork, uint64_t *out, uint32_t n);
 static void record_by_share(pa_index_t *idx, uint32_t server,
     const uint64_t *h, uint32_t n);
 static void test_basic(void);
+static void test_match_found(void);
 static void test_holders(void);
 static void test_eviction(void);
 static void test_full(void);
@@ -913,10 +914,71 @@ test_threads(void)
 }
 
 
+/*
+ * pa_index_match_found(), for a caller that keeps "depth" all 0 between
+ * matches: the same answer as pa_index_match(), only the servers found
+ * set, and, once the caller zeroed those, every value 0 again
+ */
+
+static void
+test_match_found(void)
+{
+    size_t       size;
+    uint32_t     i, k, d1, d2, nf1, nf2, nonzero;
+    uint64_t     a[CHAIN], b[CHAIN];
+    uint32_t     depth1[NSRV], depth2[NSRV], found1[NSRV], found2[NSRV];
+    void        *region;
+    pa_index_t   idx;
+
+    size = pa_index_region_size(4096, NSRV, 4);
+    region = region_new(size);
+
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 100000) == 0);
+
+    chain(5, CHAIN, a, CHAIN);
+    chain(5, 3, b, CHAIN);
+
+    memset(depth2, 0, sizeof(depth2));
+
+    for (i = 0; i < 12; i++) {
+        pa_index_record(&idx, i % NSRV, (i & 1) ? b : a, 4 + 3 * i, 0);
+
+        d1 = pa_index_match(&idx, a, CHAIN, depth1, NSRV, found1, &nf1);
+        d2 = pa_index_match_found(&idx, a, CHAIN, depth2, NSRV, found2,
+                                  &nf2);
+
+        CHECK(d1 == d2 && nf1 == nf2);
+        CHECK(memcmp(depth1, depth2, sizeof(depth1)) == 0);
+        CHECK(memcmp(found1, found2, nf1 * sizeof(uint32_t)) == 0);
+
+        nonzero = 0;
+
+        for (k = 0; k < NSRV; k++) {
+            nonzero += (depth2[k] != 0);
+        }
+
+        CHECK(nonzero == nf2);
+
+        for (k = 0; k < nf2; k++) {
+            depth2[found2[k]] = 0;
+        }
+
+        for (k = 0; k < NSRV; k++) {
+            CHECK(depth2[k] == 0);
+        }
+    }
+
+    CHECK(nf2 >= 2);
+
+    free(region);
+}
+
+
 int
 main(void)
 {
     test_basic();
+    test_match_found();
     test_holders();
     test_eviction();
     test_full();
