@@ -25,8 +25,6 @@ static int ngx_http_prefix_aware_pick(ngx_http_prefix_aware_peer_data_t *pd,
     pa_pick_t *pick);
 static ngx_int_t ngx_http_prefix_aware_take(
     ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t server);
-static ngx_int_t ngx_http_prefix_aware_reserve(
-    ngx_http_prefix_aware_shm_server_t *s, ngx_uint_t threshold);
 static void ngx_http_prefix_aware_count(ngx_http_prefix_aware_peer_data_t *pd,
     pa_pick_t *pick);
 
@@ -487,71 +485,6 @@ ngx_http_prefix_aware_take(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_http_upstream_rr_peers_unlock(peers);
 
     return NGX_OK;
-}
-
-
-int
-ngx_http_prefix_aware_probe(void *ctx, uint32_t server, uint64_t *inflight)
-{
-    ngx_http_prefix_aware_peer_data_t  *pd = ctx;
-
-    uintptr_t                     m;
-    ngx_uint_t                    n;
-    ngx_http_upstream_rr_peer_t  *peer;
-
-    peer = pd->conf->peer[server];
-
-    *inflight = pd->conf->shm_server[server]->inflight;
-
-    n = server / (8 * sizeof(uintptr_t));
-    m = (uintptr_t) 1 << server % (8 * sizeof(uintptr_t));
-
-    if (pd->set && !(pd->set[n] & m)) {
-        return PA_SERVER_ABSENT;
-    }
-
-    if (pd->rrp.tried[n] & m) {
-        return PA_SERVER_UNUSABLE;
-    }
-
-    if (peer->down) {
-        return PA_SERVER_UNUSABLE;
-    }
-
-    if (peer->max_fails
-        && peer->fails >= peer->max_fails
-        && pd->now - peer->checked <= peer->fail_timeout)
-    {
-        return PA_SERVER_UNUSABLE;
-    }
-
-    if (peer->max_conns && peer->conns >= peer->max_conns) {
-        return PA_SERVER_UNUSABLE;
-    }
-
-    return PA_SERVER_USABLE;
-}
-
-
-/* takes a place on a server below threshold, or fails if there is none */
-
-static ngx_int_t
-ngx_http_prefix_aware_reserve(ngx_http_prefix_aware_shm_server_t *s,
-    ngx_uint_t threshold)
-{
-    ngx_atomic_uint_t  v;
-
-    for ( ;; ) {
-        v = s->inflight;
-
-        if (v >= threshold) {
-            return NGX_BUSY;
-        }
-
-        if (ngx_atomic_cmp_set(&s->inflight, v, v + 1)) {
-            return NGX_OK;
-        }
-    }
 }
 
 

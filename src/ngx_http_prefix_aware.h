@@ -719,8 +719,12 @@ void ngx_http_prefix_aware_models_prometheus(
 /* ngx_http_prefix_aware_module.c */
 char *ngx_http_prefix_aware_number(ngx_conf_t *cf, ngx_str_t *value,
     size_t skip, ngx_uint_t min, ngx_uint_t max, ngx_uint_t *n);
+
+/* ngx_http_prefix_aware_peer.c */
 int ngx_http_prefix_aware_probe(void *ctx, uint32_t server,
     uint64_t *inflight);
+ngx_int_t ngx_http_prefix_aware_reserve(ngx_http_prefix_aware_shm_server_t *s,
+    ngx_uint_t threshold);
 
 /* ngx_http_prefix_aware_zone.c */
 ngx_int_t ngx_http_prefix_aware_zone_add(ngx_conf_t *cf,
