@@ -670,8 +670,6 @@ ngx_int_t ngx_http_prefix_aware_engine_init(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf);
 void ngx_http_prefix_aware_engine_start(ngx_cycle_t *cycle,
     ngx_http_prefix_aware_main_conf_t *pamcf);
-void ngx_http_prefix_aware_engine_load(ngx_http_prefix_aware_srv_conf_t *pacf,
-    ngx_uint_t server, uint64_t unit, uint64_t *inflight, uint64_t *work);
 void ngx_http_prefix_aware_engine_json(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_http_prefix_aware_writer_t *w);
 void ngx_http_prefix_aware_engine_json_server(

@@ -471,49 +471,6 @@ ngx_http_prefix_aware_engine_hold(ngx_http_prefix_aware_engine_poll_t *p,
 }
 
 
-/*
- * load=engine: a server's load as its engine last reported it, where that
- * is more than this nginx counts (other nginx hosts, other clients): its
- * requests in flight are the running and waiting requests the engine
- * reported, within two intervals, and its work grows by the requests
- * added, each at the mean work of this nginx's requests in flight there
- * (a request of "unit" where it has none)
- */
-
-void
-ngx_http_prefix_aware_engine_load(ngx_http_prefix_aware_srv_conf_t *pacf,
-    ngx_uint_t server, uint64_t unit, uint64_t *inflight, uint64_t *work)
-{
-    unsigned                             seen;
-    uint64_t                             n, per;
-    ngx_msec_t                           reported;
-    ngx_http_prefix_aware_shm_server_t  *s;
-
-    s = pacf->shm_server[server];
-    reported = s->engine_reported;
-    seen = (unsigned) s->engine_seen;
-
-    if (reported == 0 || s->engine_failing
-        || !(seen & ((1u << PA_PROM_WAITING) | (1u << PA_PROM_RUNNING)))
-        || (ngx_msec_int_t) (ngx_current_msec - reported)
-           > (ngx_msec_int_t) (2 * pacf->metrics_interval))
-    {
-        return;
-    }
-
-    n = (uint64_t) s->engine_waiting + s->engine_running;
-
-    if (n <= *inflight) {
-        return;
-    }
-
-    per = *inflight ? *work / *inflight : unit;
-
-    *work += (n - *inflight) * per;
-    *inflight = n;
-}
-
-
 /* the status page: the upstream's polls, then each server's report */
 
 void
