@@ -1868,16 +1868,17 @@ def hosts_cell(a, key, f="%.2f", scale=1.0):
     return fmt_mr(mr, f, scale) if mr else "-"
 
 
-def hosts_table(wlname, by_cond, strategy):
-    """One workload: the module (`strategy`) in each condition, against
-    round robin in the same condition, and against itself with one host
-    and no bypass (the loss the hosts and the other clients cost)."""
-    base = by_cond.get((1, 0.0), {}).get(strategy)
-    lines = ["| hosts | bypass | KV hit | hit - 1 host (points) | "
+def hosts_table(wlname, by_cond, strategies):
+    """One workload: the module (each of `strategies`) in each condition,
+    against round robin in the same condition, and against itself with one
+    host and no bypass (the loss the hosts and the other clients cost)."""
+    lines = ["| module | hosts | bypass | KV hit | hit - 1 host (points) | "
              "TTFT P50 x rr | P90 x rr | P99 x rr | P50 s | P90 s | "
              "P50 x 1 host | P90 x 1 host | max/mean req | errors |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for cond in HOSTS_CONDITIONS:
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for strategy, cond in [(st, c) for st in strategies
+                           for c in sorted(by_cond)]:
+        base = by_cond.get((1, 0.0), {}).get(strategy)
         a = by_cond.get(cond, {}).get(strategy)
         if not a:
             continue
@@ -1887,9 +1888,9 @@ def hosts_table(wlname, by_cond, strategy):
             d_hit = "%+.1f" % (100 * (h - h0))
             d50 = "%.2f" % _div(a["ttft_p50"][0], base["ttft_p50"][0])
             d90 = "%.2f" % _div(a["ttft_p90"][0], base["ttft_p90"][0])
-        lines.append("| %d | %d %% | %s | %s | %s | %s | %s | %s | %s | %s "
-                     "| %s | %s | %d |" % (
-                         cond[0], round(100 * cond[1]),
+        lines.append("| %s | %d | %d %% | %s | %s | %s | %s | %s | %s | %s "
+                     "| %s | %s | %s | %d |" % (
+                         strategy, cond[0], round(100 * cond[1]),
                          hosts_cell(a, "hit_rate", "%.1f", 100),
                          d_hit, hosts_cell(a, "ttft_p50_rr"),
                          hosts_cell(a, "ttft_p90_rr"),
@@ -1906,9 +1907,13 @@ def mode_hosts(opts):
     --bypass alone when given), the seeds: round robin and the module's
     default, medians and ranges; bench/results/hosts/ (or --out)."""
     strategies = strategies_for(opts)
-    strategy = [s for s in strategies if s != "round_robin"][0]
+    mods = [s for s in strategies if s != "round_robin"]
+    strategy = mods[0]
     conds = HOSTS_CONDITIONS
-    if opts.hosts != 1 or opts.bypass:
+    if opts.hosts_conditions:
+        conds = [(int(c.split("/")[0]), float(c.split("/")[1]))
+                 for c in opts.hosts_conditions.split(",")]
+    elif opts.hosts != 1 or opts.bypass:
         conds = [(opts.hosts, opts.bypass)]
     outdir = opts.out or os.path.join(HERE, "results", "hosts")
     os.makedirs(outdir, exist_ok=True)
@@ -1945,7 +1950,7 @@ def mode_hosts(opts):
                 {"seed": sd["seed"], "results": strip_ttfts(sd["results"])}
                 for sd in per]
         pages.append("## %s\n" % wlname)
-        pages.append(hosts_table(wlname, by_cond, strategy))
+        pages.append(hosts_table(wlname, by_cond, mods))
         pages.append("")
         with open(os.path.join(outdir, "summary.md"), "w") as f:
             f.write("\n".join(pages) + "\n")
@@ -2047,6 +2052,8 @@ def main(argv=None):
                     help="N routers (separate nginx instances, own zones "
                          "and index) in front of the same engines, each "
                          "request to one of them at random")
+    ap.add_argument("--hosts-conditions", default=None,
+                    help="hosts mode: HOSTS/BYPASS,... (1/0,4/0,1/0.3)")
     ap.add_argument("--bypass", type=float, default=0.0,
                     help="share of requests sent straight to a random "
                          "engine, past every router (other clients)")

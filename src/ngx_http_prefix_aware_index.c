@@ -667,13 +667,15 @@ ngx_http_prefix_aware_index_probe(void *ctx, uint32_t server,
 
 
 /*
- * load=engine: a server's load as its engine last reported it, where that
- * is more than this nginx counts (other nginx hosts, other clients): its
- * requests in flight are the running and waiting requests the engine
- * reported, within two intervals, and its work grows by the requests
- * added, each at the mean work of this nginx's requests in flight there
- * (a request of "unit" where it has none); engine.c's polls keep the
- * reports in the server's record
+ * load=engine: a server's work as its engine last reported its load,
+ * where it reported more requests (running and waiting, within two
+ * intervals) than this nginx has in flight there (other nginx hosts,
+ * other clients): each request more counts the mean work of this nginx's
+ * requests in flight there (a request of "unit" where it has none).  The
+ * requests in flight, which threshold caps, stay this nginx's own: with
+ * several hosts the engines' counts are several hosts' and would hold
+ * every server at threshold.  engine.c's polls keep the reports in the
+ * server's record
  */
 
 static void
@@ -706,7 +708,6 @@ ngx_http_prefix_aware_index_engine(ngx_http_prefix_aware_srv_conf_t *pacf,
     per = *inflight ? *work / *inflight : unit;
 
     *work += (n - *inflight) * per;
-    *inflight = n;
 }
 
 

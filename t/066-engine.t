@@ -308,8 +308,8 @@ for my $up (qw(small large)) {
     }
 }
 
-# 5. load=engine: a server whose engine reports 48 requests (other hosts'
-#    and clients') is over threshold=10 for this nginx too
+# 5. load=engine: a server whose engine reports 48 requests (other hosts
+#    and clients') carries their work in the balance bound: it is passed over
 
 ok waits(sub { (engines('busy')->{b5}{waiting} // 0) == 40
                && (engines('own')->{b5}{waiting} // 0) == 40 }, 2),
