@@ -5,8 +5,8 @@
  * Routing v2 (index=): the prefix index of an upstream in a shared zone
  * of its own, the stable ids of its servers there, and the choice of the
  * server that holds the longest part of a request's prefix under the
- * load bounds.  The algorithms are src/pa_block.c, pa_index.c and
- * pa_choose.c.
+ * load bounds.  The algorithms are src/pa_block.c, pa_index.c (with
+ * pa_index_match.c) and pa_choose.c.
  */
 
 

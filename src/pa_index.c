@@ -2,20 +2,11 @@
 /*
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
- * The prefix index: recording and matching block hashes in the shared
- * region.  Its size, formatting, attaching and statistics are in
- * pa_index_region.c.  Plain C, no nginx headers.
- *
- * Layout of the region: the header (128 bytes), one line per server,
- * then buckets of PA_INDEX_BUCKET bytes.  A bucket is a 64-bit word, the
- * sequence number (low 32 bits, odd while a writer holds it) and the
- * last writer's process id (high 32 bits), a 64-bit word, the index's
- * epoch when its expired holders were last dropped, then "ways" entries of
- * "entry_size" bytes: a 32-bit tag (the high half of the block hash; the
- * low half picks the bucket), "holders" 32-bit stamps, then "holders"
- * 16-bit server ids, PA_INDEX_NO_SERVER if the slot is empty.
- * Holders are kept most recent first, so empty slots are at the end and
- * an entry is empty if its first slot is.
+ * The prefix index: recording block hashes in the shared region, the
+ * writers' side.  Matching them is in pa_index_match.c, the layout of a
+ * bucket and the helpers both share in pa_index_int.h; its size,
+ * formatting, attaching and statistics are in pa_index_region.c.  Plain
+ * C, no nginx headers.
  */
 
 
@@ -26,45 +17,9 @@
 #include <signal.h>
 #include <sys/types.h>
 
-#include "pa_index.h"
+#include "pa_index_int.h"
 
 
-#define PA_INDEX_WORDS     (PA_INDEX_BUCKET / 8)
-#define PA_INDEX_SPIN      64         /* lock attempts before skipping */
-#define PA_INDEX_RETRY     4          /* reads of a bucket being written */
-#define PA_INDEX_AHEAD     32         /* buckets prefetched by a record */
-#define PA_INDEX_WALK      8          /* and by a match, which may stop */
-#define PA_INDEX_AHEAD_MAX (1 << 24)  /* a stamp ahead of its counter */
-
-/*
- * a writer drops a bucket's expired holders once the epoch is this far
- * past its last sweep; a holder is expired once its server's epoch is
- * PA_INDEX_WRAP - its capacity past it (over 2^30 - 2^24 blocks, as a
- * capacity is under 2^31), leaving 2^30 blocks for records under way
- * (see pa_index_life_at())
- */
-#define PA_INDEX_SWEEP     (1LL << 29)
-#define PA_INDEX_WRAP      ((1LL << 32) - PA_INDEX_AHEAD_MAX - (1LL << 30))
-
-
-typedef struct {
-    uint64_t        w[PA_INDEX_WORDS];
-} pa_index_copy_t;
-
-
-typedef struct {
-    uint64_t        evictions;
-    uint64_t        replaced;
-    uint64_t        used;
-    uint64_t        busy;
-    uint64_t        fresh;
-    uint64_t        recovered;
-} pa_index_count_t;
-
-
-static inline unsigned char *pa_index_bucket(pa_index_t *idx,
-    uint64_t hash);
-static int pa_index_read(unsigned char *bucket, pa_index_copy_t *c);
 static int pa_index_lock(unsigned char *bucket, uint64_t *word,
     pa_index_count_t *cnt);
 static int pa_index_recover(unsigned char *bucket, uint64_t *word);
@@ -74,16 +29,8 @@ static void pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     uint32_t stamp, uint64_t epoch, pa_index_count_t *cnt);
 static void pa_index_sweep(pa_index_t *idx, pa_index_copy_t *c,
     uint64_t swept);
-static uint32_t pa_index_probe(pa_index_t *idx, uint64_t hash,
-    uint32_t limit, uint32_t *servers);
 static int pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
     int64_t life);
-static inline int64_t pa_index_life_at(pa_index_t *idx, uint32_t server,
-    uint32_t stamp, uint64_t swept);
-static inline int64_t pa_index_life(pa_index_t *idx, uint32_t server,
-    uint32_t stamp);
-static inline int64_t pa_index_left(uint32_t now, uint32_t stamp,
-    uint32_t cap);
 
 
 /* this process's id, the owner of the buckets it writes; 0: unknown */
@@ -95,14 +42,6 @@ pa_index_set_owner(uint32_t pid)
 {
     pa_index_owner = pid;
 }
-static inline uint32_t pa_index_get32(const pa_index_copy_t *c, size_t off);
-static inline uint32_t pa_index_get16(const pa_index_copy_t *c, size_t off);
-static inline void pa_index_set32(pa_index_copy_t *c, size_t off,
-    uint32_t v);
-static inline void pa_index_set16(pa_index_copy_t *c, size_t off,
-    uint32_t v);
-static inline void pa_index_pause(void);
-static inline void pa_index_prefetch(pa_index_t *idx, uint64_t hash);
 
 
 void
@@ -226,187 +165,6 @@ pa_index_record_size(pa_index_t *idx, uint32_t server,
     if (cnt.fresh) {
         (void) __atomic_fetch_add(&hdr->fresh, cnt.fresh, __ATOMIC_RELAXED);
     }
-}
-
-
-uint32_t
-pa_index_match(pa_index_t *idx, const uint64_t *hashes, uint32_t n,
-    uint32_t *depth, uint32_t nservers, uint32_t *found, uint32_t *nfound)
-{
-    memset(depth, 0, nservers * sizeof(uint32_t));
-
-    return pa_index_match_found(idx, hashes, n, depth, nservers, found,
-                                nfound);
-}
-
-
-uint32_t
-pa_index_match_found(pa_index_t *idx, const uint64_t *hashes, uint32_t n,
-    uint32_t *depth, uint32_t nservers, uint32_t *found, uint32_t *nfound)
-{
-    int32_t   i;
-    uint32_t  k, m, nf, lo, hi, mid, limit, first, left, full, s, max;
-    uint32_t  servers[8], first_servers[8];
-
-    nf = 0;
-
-    if (nfound != NULL) {
-        *nfound = 0;
-    }
-
-    limit = (nservers < idx->nservers) ? nservers : idx->nservers;
-
-    if (n == 0 || limit == 0) {
-        return 0;
-    }
-
-    /* a cold prefix costs one read */
-
-    first = pa_index_probe(idx, hashes[0], limit, first_servers);
-    if (first == 0) {
-        return 0;
-    }
-
-    /*
-     * block i's hash stands for blocks 1..i, so the held blocks are a
-     * prefix, as far as the table remembers them: the deepest one is
-     * found by bisection, the last block first, as a repeated prompt
-     * holds them all
-     */
-
-    lo = 1;
-    hi = n;
-
-    if (pa_index_probe(idx, hashes[n - 1], limit, servers) == 0) {
-        hi = n - 1;
-
-        while (lo < hi) {
-            mid = lo + (hi - lo + 1) / 2;
-
-            if (pa_index_probe(idx, hashes[mid - 1], limit, servers) > 0) {
-                lo = mid;
-
-            } else {
-                hi = mid - 1;
-            }
-        }
-
-    } else {
-        lo = n;
-    }
-
-    /*
-     * down from the deepest held block, each server's depth is the first
-     * block it is met at.  when block 1 has room for more holders, every
-     * server that holds a block is among them: the walk stops once they
-     * are all met.  else some servers were pushed out of block 1's list
-     * and only the walk to block 1 finds them.
-     */
-
-    full = (first == idx->holders);
-    max = 0;
-
-    for (i = (int32_t) lo - 1; i >= 0 && i >= (int32_t) lo - PA_INDEX_WALK;
-         i--)
-    {
-        pa_index_prefetch(idx, hashes[i]);
-    }
-
-    for (i = (int32_t) lo - 1; i >= 0; i--) {
-
-        if (i >= PA_INDEX_WALK) {
-            pa_index_prefetch(idx, hashes[i - PA_INDEX_WALK]);
-        }
-
-        m = (i == 0) ? first : pa_index_probe(idx, hashes[i], limit,
-                                              servers);
-
-        for (k = 0; k < m; k++) {
-            s = (i == 0) ? first_servers[k] : servers[k];
-
-            if (depth[s] != 0) {
-                continue;
-            }
-
-            depth[s] = (uint32_t) i + 1;
-            max = (max == 0) ? depth[s] : max;
-
-            if (found != NULL) {
-                found[nf] = s;
-            }
-
-            nf++;
-        }
-
-        if (!full) {
-            left = 0;
-
-            for (k = 0; k < first; k++) {
-                left += (depth[first_servers[k]] == 0);
-            }
-
-            if (left == 0) {
-                break;
-            }
-        }
-    }
-
-    if (nfound != NULL) {
-        *nfound = nf;
-    }
-
-    return max;
-}
-
-
-static inline unsigned char *
-pa_index_bucket(pa_index_t *idx, uint64_t hash)
-{
-    uint64_t  b;
-
-    /* the low half of the hash scaled to the buckets, no division */
-    b = ((hash & 0xffffffff) * idx->nbuckets) >> 32;
-
-    return idx->buckets + b * PA_INDEX_BUCKET;
-}
-
-
-/*
- * a consistent copy of a bucket, or -1 if writers kept it busy; a seqlock
- * read: the sequence is even and the same before and after the copy
- */
-
-static int
-pa_index_read(unsigned char *bucket, pa_index_copy_t *c)
-{
-    int        r;
-    size_t     i;
-    uint64_t   s1, s2, *w;
-
-    w = (uint64_t *) bucket;
-
-    for (r = 0; r < PA_INDEX_RETRY; r++) {
-        s1 = __atomic_load_n(&w[0], __ATOMIC_ACQUIRE);
-
-        if (s1 & 1) {
-            pa_index_pause();
-            continue;
-        }
-
-        for (i = 1; i < PA_INDEX_WORDS; i++) {
-            c->w[i] = __atomic_load_n(&w[i], __ATOMIC_RELAXED);
-        }
-
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-
-        s2 = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
-
-        if (s1 == s2) {
-            return 0;
-        }
-    }
-
-    return -1;
 }
 
 
@@ -732,59 +490,6 @@ pa_index_sweep(pa_index_t *idx, pa_index_copy_t *c, uint64_t swept)
 }
 
 
-/* the valid holders of a block hash, at most idx->holders of them */
-
-static uint32_t
-pa_index_probe(pa_index_t *idx, uint64_t hash, uint32_t limit,
-    uint32_t *servers)
-{
-    size_t           ent, sv;
-    uint32_t         e, k, h, m, s, tag;
-    pa_index_copy_t  c;
-
-    if (pa_index_read(pa_index_bucket(idx, hash), &c) != 0) {
-        return 0;
-    }
-
-    h = idx->holders;
-    tag = (uint32_t) (hash >> 32);
-
-    for (e = 0; e < idx->ways; e++) {
-        ent = PA_INDEX_BUCKET_HEAD + (size_t) e * idx->entry_size;
-
-        if (pa_index_get32(&c, ent) != tag) {
-            continue;
-        }
-
-        sv = ent + 4 + 4 * h;
-        m = 0;
-
-        for (k = 0; k < h; k++) {
-            s = pa_index_get16(&c, sv + 2 * k);
-
-            /* the id is checked: the region is trusted for nothing */
-
-            if (s >= limit) {
-                continue;
-            }
-
-            if (pa_index_life_at(idx, s, pa_index_get32(&c, ent + 4 + 4 * k),
-                                 c.w[1])
-                >= 0)
-            {
-                servers[m++] = s;
-            }
-        }
-
-        if (m > 0) {
-            return m;
-        }
-    }
-
-    return 0;
-}
-
-
 /* 1 if "server" holds the block with more than "life" blocks left */
 
 static int
@@ -822,151 +527,4 @@ pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
     }
 
     return 0;
-}
-
-
-/*
- * the blocks a holder has left in its server's cache before the LRU
- * drops it, -1 if it has, or if the slot is empty; no division, as it
- * is computed for every holder met.  "swept": the epoch its bucket was
- * last swept at.  Stamps are 32 bits: the age of a holder is known
- * modulo 2^32 only, which is its age while that is under 2^32 -
- * PA_INDEX_AHEAD_MAX.  It is: at the sweep it was at most "capacity"
- * (< 2^31), and its server's counter has moved on by no more than the
- * server's epoch past the sweep, each record adding to both, plus the
- * records under way; from PA_INDEX_WRAP - capacity of that on, the
- * holder is taken as expired.
- */
-
-static inline int64_t
-pa_index_life_at(pa_index_t *idx, uint32_t server, uint32_t stamp,
-    uint64_t swept)
-{
-    uint32_t  now, cap;
-    uint64_t  epoch;
-
-    if (server >= idx->nservers) {
-        return -1;
-    }
-
-    /* the counter first: the epoch read after it accounts for it */
-
-    now = (uint32_t) __atomic_load_n(&idx->srv[server].counter,
-                                     __ATOMIC_ACQUIRE);
-    epoch = __atomic_load_n(&idx->srv[server].epoch, __ATOMIC_RELAXED);
-    cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
-
-    if ((int64_t) (epoch - swept) >= PA_INDEX_WRAP - (int64_t) cap) {
-        return -1;
-    }
-
-    return pa_index_left(now, stamp, cap);
-}
-
-
-/* the same where the stamp is known to read right: in a writer's bucket */
-
-static inline int64_t
-pa_index_life(pa_index_t *idx, uint32_t server, uint32_t stamp)
-{
-    uint32_t  now, cap;
-
-    if (server >= idx->nservers) {
-        return -1;
-    }
-
-    now = (uint32_t) __atomic_load_n(&idx->srv[server].counter,
-                                     __ATOMIC_RELAXED);
-    cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
-
-    return pa_index_left(now, stamp, cap);
-}
-
-
-static inline int64_t
-pa_index_left(uint32_t now, uint32_t stamp, uint32_t cap)
-{
-    int32_t  d;
-
-    /*
-     * serial-number arithmetic: a stamp just ahead of the counter is new
-     * (its record's addition not seen yet); one far ahead is at least
-     * 2^31 blocks old, the counter having gone round
-     */
-    d = (int32_t) (now - stamp);
-
-    if (d <= 0) {
-        return (d > -PA_INDEX_AHEAD_MAX) ? (int64_t) cap : -1;
-    }
-
-    if ((uint32_t) d > cap) {
-        return -1;
-    }
-
-    return (int64_t) cap - d;
-}
-
-
-static inline uint32_t
-pa_index_get32(const pa_index_copy_t *c, size_t off)
-{
-    uint32_t  v;
-
-    memcpy(&v, (const unsigned char *) c->w + off, sizeof(uint32_t));
-
-    return v;
-}
-
-
-static inline uint32_t
-pa_index_get16(const pa_index_copy_t *c, size_t off)
-{
-    uint16_t  v;
-
-    memcpy(&v, (const unsigned char *) c->w + off, sizeof(uint16_t));
-
-    return v;
-}
-
-
-static inline void
-pa_index_set32(pa_index_copy_t *c, size_t off, uint32_t v)
-{
-    memcpy((unsigned char *) c->w + off, &v, sizeof(uint32_t));
-}
-
-
-static inline void
-pa_index_set16(pa_index_copy_t *c, size_t off, uint32_t v)
-{
-    uint16_t  x;
-
-    x = (uint16_t) v;
-
-    memcpy((unsigned char *) c->w + off, &x, sizeof(uint16_t));
-}
-
-
-/* both cache lines of a bucket, ahead of their use */
-
-static inline void
-pa_index_prefetch(pa_index_t *idx, uint64_t hash)
-{
-    unsigned char  *b;
-
-    b = pa_index_bucket(idx, hash);
-
-    __builtin_prefetch(b);
-    __builtin_prefetch(b + 64);
-}
-
-
-static inline void
-pa_index_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__ ("yield");
-#endif
 }

@@ -2,7 +2,7 @@
 /*
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
- * The prefix index's region: its size and layout (see pa_index.c),
+ * The prefix index's region: its size and layout (see pa_index_int.h),
  * formatting it, attaching to one a reload kept, the per-server
  * capacity and forgetting a server, and the statistics.  Plain C, no
  * nginx headers.

@@ -2,7 +2,7 @@
 /*
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
- * Unit tests of src/pa_index.c: record and match, depths per server,
+ * Unit tests of src/pa_index*.c: record and match, depths per server,
  * eviction order, a full table, bucket collisions, forgetting by
  * capacity, reuse of a region, a lock left held (by a process alive or
  * gone), garbage in the region, and four threads recording and matching
