@@ -37,6 +37,7 @@ static void ngx_http_prefix_aware_engine_done(ngx_http_prefix_aware_get_t *g,
     const char *error);
 static void ngx_http_prefix_aware_engine_apply(
     ngx_http_prefix_aware_engine_poll_t *p, const char *error);
+static ngx_msec_t ngx_http_prefix_aware_engine_age(ngx_msec_t reported);
 static void ngx_http_prefix_aware_engine_hold(
     ngx_http_prefix_aware_engine_poll_t *p,
     ngx_http_prefix_aware_shm_server_t *s);
@@ -471,6 +472,22 @@ ngx_http_prefix_aware_engine_hold(ngx_http_prefix_aware_engine_poll_t *p,
 }
 
 
+/*
+ * the age of a report: another worker's clock, cached at its last event,
+ * may be a few milliseconds ahead of this one's
+ */
+
+static ngx_msec_t
+ngx_http_prefix_aware_engine_age(ngx_msec_t reported)
+{
+    ngx_msec_int_t  age;
+
+    age = (ngx_msec_int_t) (ngx_current_msec - reported);
+
+    return age > 0 ? (ngx_msec_t) age : 0;
+}
+
+
 /* the status page: the upstream's polls, then each server's report */
 
 void
@@ -520,7 +537,8 @@ ngx_http_prefix_aware_engine_json_server(
 
     if (reported) {
         ngx_http_prefix_aware_printf(w, ", \"age_ms\": %M",
-                                     ngx_current_msec - reported);
+                                     ngx_http_prefix_aware_engine_age(
+                                         reported));
     }
 
     if (s->engine_capacity) {
@@ -661,7 +679,7 @@ ngx_http_prefix_aware_engine_prometheus(
                         continue;
                     }
 
-                    v = ngx_current_msec - reported;
+                    v = ngx_http_prefix_aware_engine_age(reported);
                     div = 1000;
                     break;
 
