@@ -327,7 +327,6 @@ typedef struct {
     ngx_uint_t                             metrics;
     ngx_str_t                              metrics_uri;
     ngx_msec_t                             metrics_interval;
-    ngx_uint_t                             engine_load;   /* load=engine */
     ngx_http_prefix_aware_engine_t        *engine;
 } ngx_http_prefix_aware_srv_conf_t;
 

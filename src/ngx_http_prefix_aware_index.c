@@ -33,9 +33,6 @@ static void ngx_http_prefix_aware_index_auto_size(
     ngx_http_prefix_aware_srv_conf_t *pacf);
 static uint32_t ngx_http_prefix_aware_index_blocks(
     ngx_http_prefix_aware_srv_conf_t *pacf, uint64_t tokens);
-static void ngx_http_prefix_aware_index_engine(
-    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t server, uint64_t unit,
-    uint64_t *inflight, uint64_t *work);
 
 
 /* routing v2's parameters of "prefix_aware"; NGX_DECLINED: not one */
@@ -655,59 +652,7 @@ ngx_http_prefix_aware_index_probe(void *ctx, uint32_t server,
     load->id_hash = pacf->id_hash[server];
     load->weight = pacf->weights[server];
 
-    if (pacf->engine_load) {
-        ngx_http_prefix_aware_index_engine(pacf, server,
-                                          pacf->length
-                                          + NGX_HTTP_PREFIX_AWARE_DECODE,
-                                          &load->inflight, &load->work);
-    }
-
     return rc;
-}
-
-
-/*
- * load=engine: a server's work as its engine last reported its load,
- * where it reported more requests (running and waiting, within two
- * intervals) than this nginx has in flight there (other nginx hosts,
- * other clients): each request more counts the mean work of this nginx's
- * requests in flight there (a request of "unit" where it has none).  The
- * requests in flight, which threshold caps, stay this nginx's own: with
- * several hosts the engines' counts are several hosts' and would hold
- * every server at threshold.  engine.c's polls keep the reports in the
- * server's record
- */
-
-static void
-ngx_http_prefix_aware_index_engine(ngx_http_prefix_aware_srv_conf_t *pacf,
-    ngx_uint_t server, uint64_t unit, uint64_t *inflight, uint64_t *work)
-{
-    unsigned                             seen;
-    uint64_t                             n, per;
-    ngx_msec_t                           reported;
-    ngx_http_prefix_aware_shm_server_t  *s;
-
-    s = pacf->shm_server[server];
-    reported = s->engine_reported;
-    seen = (unsigned) s->engine_seen;
-
-    if (reported == 0 || s->engine_failing
-        || !(seen & ((1u << PA_PROM_WAITING) | (1u << PA_PROM_RUNNING)))
-        || (ngx_msec_int_t) (ngx_current_msec - reported)
-           > (ngx_msec_int_t) (2 * pacf->metrics_interval))
-    {
-        return;
-    }
-
-    n = (uint64_t) s->engine_waiting + s->engine_running;
-
-    if (n <= *inflight) {
-        return;
-    }
-
-    per = *inflight ? *work / *inflight : unit;
-
-    *work += (n - *inflight) * per;
 }
 
 
