@@ -36,6 +36,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import overhead  # noqa: E402  (the trivial backend)
+
 NGINX = os.environ.get("NGINX_BIN", "/usr/sbin/nginx")
 VALGRIND = shutil.which("valgrind") or "/usr/bin/valgrind"
 
@@ -78,25 +82,6 @@ http {
     }
 }
 """
-
-BACKEND = """
-worker_processes 1;
-daemon off;
-pid %(tmp)s/backend.pid;
-error_log %(tmp)s/backend-error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path %(tmp)s/b_body;
-    proxy_temp_path %(tmp)s/b_proxy;
-    fastcgi_temp_path %(tmp)s/b_fcgi;
-    uwsgi_temp_path %(tmp)s/b_uwsgi;
-    scgi_temp_path %(tmp)s/b_scgi;
-    client_max_body_size 64m;
-%(servers)s
-}
-"""
-
 
 def free_port():
     s = socket.socket()
@@ -219,12 +204,9 @@ def main(argv=None):
         os.makedirs(opts.keep, exist_ok=True)
     body_list = bodies(opts.kind, opts.size, opts.bodies)
     bports = [free_port() for _ in range(opts.servers)]
-    servers = "\n".join(
-        "    server { listen 127.0.0.1:%d; "
-        "location / { return 200 \"ok\\n\"; } }" % p for p in bports)
     bconf = os.path.join(tmp, "backend.conf")
     with open(bconf, "w") as f:
-        f.write(BACKEND % dict(tmp=tmp, servers=servers))
+        f.write(overhead.backend_conf(tmp, bports))
     blog = open(os.path.join(tmp, "backend.log"), "w")
     backend = subprocess.Popen([NGINX, "-p", tmp, "-c", bconf], stdout=blog,
                                stderr=subprocess.STDOUT)

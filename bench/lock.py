@@ -37,7 +37,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import instructions as P  # noqa: E402  (ports, waiting)
-import overhead as O  # noqa: E402  (the wrk script, wrk's output)
+import overhead as O  # noqa: E402  (the backend, wrk's script and output)
 
 NGINX = os.environ.get("NGINX_BIN", "/usr/sbin/nginx")
 PERF = shutil.which("perf")
@@ -71,27 +71,6 @@ http {
             proxy_http_version 1.1;
             proxy_set_header Connection "";
         }
-    }
-}
-"""
-
-BACKEND = """
-worker_processes 1;
-daemon off;
-pid %(tmp)s/backend.pid;
-error_log %(tmp)s/backend-error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path %(tmp)s/b_body;
-    proxy_temp_path %(tmp)s/b_proxy;
-    fastcgi_temp_path %(tmp)s/b_fcgi;
-    uwsgi_temp_path %(tmp)s/b_uwsgi;
-    scgi_temp_path %(tmp)s/b_scgi;
-    client_max_body_size 64m;
-    server {
-%(listen)s
-        location / { return 200 "ok\\n"; }
     }
 }
 """
@@ -192,9 +171,7 @@ def main(argv=None):
     bports = [P.free_port() for _ in range(opts.servers)]
     bconf = os.path.join(tmp, "backend.conf")
     with open(bconf, "w") as f:
-        f.write(BACKEND % dict(tmp=tmp, listen="\n".join(
-            "        listen 127.0.0.1:%d backlog=4096;" % p
-            for p in bports)))
+        f.write(O.backend_conf(tmp, bports))
     blog = open(os.path.join(tmp, "backend.log"), "w")
     backend = subprocess.Popen([NGINX, "-p", tmp, "-c", bconf], stdout=blog,
                                stderr=subprocess.STDOUT)

@@ -90,6 +90,16 @@ http {
 """
 
 
+def backend_conf(tmp, ports):
+    """nginx.conf of the trivial backend: a server answering 200 "ok" on
+    each of "ports" (this script's, bench/instructions.py's and
+    bench/lock.py's)."""
+    servers = "\n".join(
+        "    server { listen 127.0.0.1:%d backlog=4096; "
+        "location / { return 200 \"ok\\n\"; } }" % p for p in ports)
+    return BACKEND % dict(tmp=tmp, servers=servers)
+
+
 def parse_wrk(out):
     def ms(v, unit):
         v = float(v)
@@ -199,12 +209,9 @@ def main(argv=None):
     try:
         ports = R.free_ports(4 + len(proxies))
         bports, pports = ports[:4], ports[4:]
-        servers = "\n".join(
-            "    server { listen 127.0.0.1:%d backlog=4096; "
-            "location / { return 200 \"ok\\n\"; } }" % p for p in bports)
         bconf = os.path.join(tmp, "backend.conf")
         with open(bconf, "w") as f:
-            f.write(BACKEND % dict(tmp=tmp, servers=servers))
+            f.write(backend_conf(tmp, bports))
         backend = R.PROCS.start("backend", [R.NGINX, "-p", tmp, "-c", bconf],
                                 os.path.join(tmp, "backend.log"))
         for p in bports:
