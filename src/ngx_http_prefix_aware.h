@@ -98,6 +98,9 @@
 /* a body in a temp file is read through a buffer of this size */
 #define NGX_HTTP_PREFIX_AWARE_FILE_BUF        65536
 
+/* the stack the key is read with (parser and block states); more: a pool */
+#define NGX_HTTP_PREFIX_AWARE_SCRATCH         4096
+
 
 /* per-upstream counters in the shared zone */
 enum {

@@ -15,21 +15,41 @@ typedef ngx_int_t (*ngx_http_prefix_aware_feed_pt)(void *data, u_char *p,
     size_t n);
 
 
-/* the raw-byte key and, with index=, the block keys of the same bytes */
+/*
+ * the raw-byte key; with index=, the block keys of the same bytes
+ * instead, whose tail key is then the request's key
+ */
 typedef struct {
     pa_body_key_t                       key;
     pa_blocks_t                        *blocks;
+    size_t                              left;   /* with blocks */
+    size_t                              total;  /* with blocks */
 } ngx_http_prefix_aware_raw_t;
+
+
+/*
+ * what reading the key needs (parser state, block state, a temp file
+ * buffer) comes from a piece of the stack; what does not fit, from a
+ * pool made for it and freed as soon as the key is known: a streamed
+ * answer keeps its request, and r->pool, for minutes
+ */
+typedef struct {
+    u_char                             *pos;
+    u_char                             *last;
+    ngx_pool_t                         *pool;
+    ngx_log_t                          *log;
+} ngx_http_prefix_aware_scratch_t;
 
 
 static ngx_int_t ngx_http_prefix_aware_find_id(ngx_http_request_t *r,
     ngx_str_t *id, ngx_str_t *reason);
 static ngx_int_t ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
-    ngx_http_prefix_aware_peer_data_t *pd, ngx_pool_t *pool,
-    ngx_uint_t format, ngx_str_t *id, u_char *pck, size_t *pck_len);
+    ngx_http_prefix_aware_peer_data_t *pd,
+    ngx_http_prefix_aware_scratch_t *scratch, ngx_uint_t format,
+    ngx_str_t *id, u_char *pck, size_t *pck_len);
 static ngx_int_t ngx_http_prefix_aware_body(ngx_http_request_t *r,
-    ngx_pool_t *pool, ngx_http_prefix_aware_feed_pt feed, void *data,
-    size_t chunk);
+    ngx_http_prefix_aware_scratch_t *scratch,
+    ngx_http_prefix_aware_feed_pt feed, void *data, size_t chunk);
 static ngx_int_t ngx_http_prefix_aware_feed_bytes(void *data, u_char *p,
     size_t n);
 static ngx_int_t ngx_http_prefix_aware_feed_openai(void *data, u_char *p,
@@ -54,9 +74,11 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
     ngx_str_t                           id, *uri;
     ngx_int_t                           rc;
     ngx_uint_t                          format, k;
-    ngx_pool_t                         *pool;
     ngx_http_prefix_aware_srv_conf_t   *pacf;
+    ngx_http_prefix_aware_scratch_t     scratch;
     u_char                              pck[PA_ID_MAX_LEN];
+    uint64_t                            stack[NGX_HTTP_PREFIX_AWARE_SCRATCH
+                                              / sizeof(uint64_t)];
 
     static ngx_str_t  completions = ngx_string("/completions");
 
@@ -101,21 +123,17 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
             }
         }
 
-        /*
-         * what reading the key needs (parser state, a temp file buffer)
-         * lives in a pool of its own, freed as soon as the key is known:
-         * a streamed answer keeps its request, and r->pool, for minutes
-         */
+        scratch.pos = (u_char *) stack;
+        scratch.last = (u_char *) stack + sizeof(stack);
+        scratch.pool = NULL;
+        scratch.log = r->connection->log;
 
-        pool = ngx_create_pool(NGX_DEFAULT_POOL_SIZE, r->connection->log);
-        if (pool == NULL) {
-            return NGX_ERROR;
-        }
-
-        rc = ngx_http_prefix_aware_key_body(r, pd, pool, format, &id, pck,
+        rc = ngx_http_prefix_aware_key_body(r, pd, &scratch, format, &id, pck,
                                             idlen ? NULL : &idlen);
 
-        ngx_destroy_pool(pool);
+        if (scratch.pool) {
+            ngx_destroy_pool(scratch.pool);
+        }
 
         if (rc != NGX_OK) {
             return rc;
@@ -169,8 +187,9 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
 
 static ngx_int_t
 ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
-    ngx_http_prefix_aware_peer_data_t *pd, ngx_pool_t *pool,
-    ngx_uint_t format, ngx_str_t *id, u_char *pck, size_t *pck_len)
+    ngx_http_prefix_aware_peer_data_t *pd,
+    ngx_http_prefix_aware_scratch_t *scratch, ngx_uint_t format,
+    ngx_str_t *id, u_char *pck, size_t *pck_len)
 {
     size_t                              len;
     u_char                             *idp;
@@ -187,7 +206,7 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
     seed = 0;
 
     if (pacf->index_size) {
-        b = ngx_palloc(pool, sizeof(pa_blocks_t));
+        b = ngx_http_prefix_aware_alloc(scratch, sizeof(pa_blocks_t));
         pd->blocks = ngx_palloc(r->pool, pacf->max_blocks * sizeof(uint64_t));
 
         if (b == NULL || pd->blocks == NULL) {
@@ -198,7 +217,7 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
     if (format == NGX_HTTP_PREFIX_AWARE_FORMAT_OPENAI) {
 
         alloc.alloc = ngx_http_prefix_aware_alloc;
-        alloc.ctx = pool;
+        alloc.ctx = scratch;
 
         x = pa_oai_create(&alloc, pacf->length, 0);
         if (x == NULL) {
@@ -209,9 +228,10 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
             (void) pa_blocks_init(b, 1, (uint32_t) pacf->block,
                                   (uint32_t) pacf->max_blocks, pd->blocks);
             pa_oai_text_hook(x, ngx_http_prefix_aware_feed_text, b);
+            pa_oai_hook_only(x);
         }
 
-        if (ngx_http_prefix_aware_body(r, pool,
+        if (ngx_http_prefix_aware_body(r, scratch,
                                        ngx_http_prefix_aware_feed_openai, x,
                                        NGX_HTTP_PREFIX_AWARE_FILE_BUF)
             != NGX_OK)
@@ -267,23 +287,31 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
                       pa_oai_status_name(res.status));
     }
 
-    pa_body_key_init(&raw.key, pacf->length);
     raw.blocks = b;
+    raw.left = pacf->length;
+    raw.total = 0;
 
     if (b) {
         (void) pa_blocks_init(b, 0, (uint32_t) pacf->block,
                               (uint32_t) pacf->max_blocks, pd->blocks);
+
+    } else {
+        pa_body_key_init(&raw.key, pacf->length);
     }
 
-    if (ngx_http_prefix_aware_body(r, pool, ngx_http_prefix_aware_feed_bytes,
-                                   &raw, pacf->length)
+    if (ngx_http_prefix_aware_body(r, scratch,
+                                   ngx_http_prefix_aware_feed_bytes, &raw,
+                                   pacf->length)
         != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    if (raw.key.total) {
+    if (b == NULL && raw.key.total) {
         pd->hash = pa_body_key_digest(&raw.key);
+        pd->source = NGX_HTTP_PREFIX_AWARE_SOURCE_BODY;
+
+    } else if (b && raw.total) {
         pd->source = NGX_HTTP_PREFIX_AWARE_SOURCE_BODY;
     }
 
@@ -308,6 +336,13 @@ blocks:
     }
 
     pd->nblocks = pa_blocks_finish(b, seed);
+
+    /*
+     * the key of the text read, with the model, cache_salt and tenant:
+     * the chain's tail stands for all of it, so the text is hashed once
+     */
+
+    pd->hash = b->tail;
 
     /*
      * the units of the key's text: bytes, or characters without the
@@ -419,7 +454,8 @@ ngx_http_prefix_aware_header(ngx_http_request_t *r, ngx_str_t *name,
  */
 
 static ngx_int_t
-ngx_http_prefix_aware_body(ngx_http_request_t *r, ngx_pool_t *pool,
+ngx_http_prefix_aware_body(ngx_http_request_t *r,
+    ngx_http_prefix_aware_scratch_t *scratch,
     ngx_http_prefix_aware_feed_pt feed, void *data, size_t chunk)
 {
     off_t         offset;
@@ -454,7 +490,7 @@ ngx_http_prefix_aware_body(ngx_http_request_t *r, ngx_pool_t *pool,
         if (buf == NULL) {
             chunk = (size_t) ngx_min((off_t) chunk, b->file_last - b->file_pos);
 
-            buf = ngx_palloc(pool, chunk);
+            buf = ngx_http_prefix_aware_alloc(scratch, chunk);
             if (buf == NULL) {
                 return NGX_ERROR;
             }
@@ -491,15 +527,18 @@ ngx_http_prefix_aware_feed_bytes(void *data, u_char *p, size_t n)
 {
     ngx_http_prefix_aware_raw_t  *raw = data;
 
-    size_t  left;
-
-    left = raw->key.left;
-
-    if (raw->blocks) {
-        (void) pa_blocks_feed(raw->blocks, p, ngx_min(n, left));
+    if (raw->blocks == NULL) {
+        return pa_body_key_feed(&raw->key, p, n) ? NGX_OK : NGX_DONE;
     }
 
-    return pa_body_key_feed(&raw->key, p, n) ? NGX_OK : NGX_DONE;
+    n = ngx_min(n, raw->left);
+
+    (void) pa_blocks_feed(raw->blocks, p, n);
+
+    raw->left -= n;
+    raw->total += n;
+
+    return raw->left ? NGX_OK : NGX_DONE;
 }
 
 
@@ -528,7 +567,25 @@ ngx_http_prefix_aware_feed_openai(void *data, u_char *p, size_t n)
 static void *
 ngx_http_prefix_aware_alloc(void *ctx, size_t size)
 {
-    return ngx_palloc(ctx, size);
+    ngx_http_prefix_aware_scratch_t  *scratch = ctx;
+
+    u_char  *p;
+
+    p = ngx_align_ptr(scratch->pos, NGX_ALIGNMENT);
+
+    if (p <= scratch->last && size <= (size_t) (scratch->last - p)) {
+        scratch->pos = p + size;
+        return p;
+    }
+
+    if (scratch->pool == NULL) {
+        scratch->pool = ngx_create_pool(NGX_DEFAULT_POOL_SIZE, scratch->log);
+        if (scratch->pool == NULL) {
+            return NULL;
+        }
+    }
+
+    return ngx_palloc(scratch->pool, size);
 }
 
 

@@ -113,6 +113,13 @@ pa_oai_text_hook(pa_oai_t *x, pa_oai_text_pt text, void *ctx)
 }
 
 
+void
+pa_oai_hook_only(pa_oai_t *x)
+{
+    x->hook_only = (x->hook != NULL);
+}
+
+
 pa_oai_rc_e
 pa_oai_feed(pa_oai_t *x, const unsigned char *p, size_t n)
 {
@@ -200,7 +207,7 @@ pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res)
         return;
     }
 
-    v[0] = XXH3_64bits_digest(x->text);
+    v[0] = x->hook_only ? 0 : XXH3_64bits_digest(x->text);
     v[1] = x->model;
     v[2] = x->salt;
     v[3] = (uint64_t) x->model_str | ((uint64_t) x->salt_str << 1);

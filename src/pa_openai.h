@@ -105,6 +105,14 @@ pa_oai_t *pa_oai_create(const pa_alloc_t *alloc, size_t length,
 void pa_oai_text_hook(pa_oai_t *x, pa_oai_text_pt text, void *ctx);
 
 /*
+ * Optional, with a hook, before the first feed: the text goes to the
+ * hook alone and is not hashed here, for a caller that hashes it itself
+ * (the block keys); the result's "hash" then stands for the model and
+ * cache_salt only, and "meta" is unchanged.
+ */
+void pa_oai_hook_only(pa_oai_t *x);
+
+/*
  * "p" is not kept after the call; once DONE or FALLBACK, the same is
  * returned and nothing more is read.  At an explicit scan cap: DONE if
  * some text was seen, else FALLBACK (PA_OAI_NO_TEXT).

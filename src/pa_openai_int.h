@@ -194,6 +194,7 @@ struct pa_oai_s {
     unsigned char        pck[PA_OAI_BUF];
 
     unsigned             done:1;
+    unsigned             hook_only:1;  /* the text is the hook's alone */
     unsigned             has_text:1;   /* messages or prompt seen */
     unsigned             in_key:1;
     unsigned             trail:1;      /* a string after the top value */

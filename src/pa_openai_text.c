@@ -255,7 +255,9 @@ pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n)
         pa_oai_sep_out(x);
     }
 
-    XXH3_64bits_update(x->text, s, len);
+    if (!x->hook_only) {
+        XXH3_64bits_update(x->text, s, len);
+    }
 
     if (x->hook) {
         x->hook(x->hook_ctx, s, len, 0);
@@ -313,7 +315,9 @@ pa_oai_sep_out(pa_oai_t *x)
     while (n) {
         m = (n < sizeof(seps)) ? n : sizeof(seps);
 
-        XXH3_64bits_update(x->text, seps, m);
+        if (!x->hook_only) {
+            XXH3_64bits_update(x->text, seps, m);
+        }
 
         if (x->hook) {
             x->hook(x->hook_ctx, seps, m, 1);

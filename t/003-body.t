@@ -390,3 +390,70 @@ b2
 --- no_error_log
 the request body is not buffered
 [error]
+
+
+
+=== TEST 13: with the index, the key is the chain's tail: the same in memory and in a temp file, bytes after length do not count
+--- http_config
+    upstream up {
+        prefix_aware length=65536;
+        server 127.0.0.1:1985;
+        server 127.0.0.1:1986;
+        server 127.0.0.1:1987;
+    }
+--- config
+    location /mem {
+        client_body_buffer_size 128k;
+        proxy_pass http://up;
+        add_header X-Hash $prefix_aware_hash always;
+    }
+    location /file {
+        client_body_buffer_size 1k;
+        proxy_pass http://up;
+        add_header X-Hash $prefix_aware_hash always;
+    }
+--- pipelined_requests eval
+["POST /mem\n$::BIG", "POST /file\n$::BIG", "POST /mem\n$::BIG2",
+ "POST /file\n" . substr($::BIG, 0, 65000)]
+--- response_headers eval
+["X-Hash: a9e88b7113d6d324", "X-Hash: a9e88b7113d6d324",
+ "X-Hash: a9e88b7113d6d324", "X-Hash: 264920a9ee85edfb"]
+--- response_body eval
+["b2\n", "b2\n", "b2\n", "b2\n"]
+--- no_error_log
+[error]
+
+
+
+=== TEST 14: with the index, an OpenAI message whose 6,000 characters come before its role (kept past the stack's 4 KB, in a pool): the same key in memory and in a temp file
+--- http_config
+    upstream up {
+        prefix_aware length=8192;
+        server 127.0.0.1:1985;
+        server 127.0.0.1:1986;
+        server 127.0.0.1:1987;
+    }
+--- config
+    location /mem/v1/chat/completions {
+        client_body_buffer_size 128k;
+        proxy_pass http://up;
+        add_header X-Hash $prefix_aware_hash always;
+        add_header X-Source $prefix_aware_source always;
+    }
+    location /file/v1/chat/completions {
+        client_body_buffer_size 1k;
+        proxy_pass http://up;
+        add_header X-Hash $prefix_aware_hash always;
+        add_header X-Source $prefix_aware_source always;
+    }
+--- pipelined_requests eval
+my $m = '{"model":"m","messages":[{"content":"' . ('abcdef ' x 857)
+    . '","role":"user"}]}';
+(my $n = $m) =~ s/"messages"/"stream":true,"messages"/;
+["POST /mem/v1/chat/completions\n$m", "POST /file/v1/chat/completions\n$m",
+ "POST /mem/v1/chat/completions\n$n"]
+--- response_headers eval
+["X-Hash: d4b1b6dcbe77c042\nX-Source: openai", "X-Hash: d4b1b6dcbe77c042\nX-Source: openai",
+ "X-Hash: d4b1b6dcbe77c042\nX-Source: openai"]
+--- no_error_log
+[error]

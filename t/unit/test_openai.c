@@ -44,6 +44,9 @@ typedef struct {
 } t_hook_t;
 
 
+static int  t_hook_only;        /* t_run_hook: pa_oai_hook_only() too */
+
+
 static pa_oai_rc_e t_run(const char *body, size_t len, size_t length,
     size_t cap, size_t chunk, pa_oai_result_t *res);
 static pa_oai_rc_e t_run_arena(ta_arena_t *a, const unsigned char *body,
@@ -1601,6 +1604,37 @@ test_hook(void)
 
     free(body);
 
+    /*
+     * pa_oai_hook_only(): the hook gets the same text, which is not
+     * hashed here: the hash is the model's and cache_salt's alone, the
+     * meta is unchanged
+     */
+
+    rc = t_run_hook(chat, 1024, 7, &h, &r);
+    CHECK(rc == PA_OAI_DONE);
+    free(h.text);
+
+    t_hook_only = 1;
+
+    {
+        pa_oai_result_t  r2;
+
+        rc = t_run_hook(chat, 1024, 7, &h, &r2);
+        CHECK(rc == PA_OAI_DONE && r2.status == PA_OAI_OK);
+        CHECK(h.len == sizeof(text) - 1
+              && memcmp(h.text, text, sizeof(text) - 1) == 0);
+        CHECK(r2.meta == r.meta && r2.chars == r.chars);
+
+        v[0] = 0;
+        v[1] = XXH3_64bits("llama-3", 7);
+        v[2] = 0;
+        v[3] = 1;
+        CHECK(r2.hash == XXH3_64bits(v, sizeof(v)) && r2.hash != r.hash);
+        free(h.text);
+    }
+
+    t_hook_only = 0;
+
     /* not OK: what the hook got is no key */
 
     rc = t_run_hook("{\"prompt\":\"abc\",\"x\":tru}", 1024, 1, &h, &r);
@@ -1677,6 +1711,10 @@ t_run_hook(const char *body, size_t length, size_t chunk, t_hook_t *h,
     }
 
     pa_oai_text_hook(x, t_hook, h);
+
+    if (t_hook_only) {
+        pa_oai_hook_only(x);
+    }
 
     len = strlen(body);
     rc = PA_OAI_MORE;
