@@ -613,6 +613,10 @@ ngx_http_prefix_aware_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         ngx_http_prefix_aware_index_first_byte(pd, in);
     }
 
+    if (pd != NULL && pd->feedback) {
+        ngx_http_prefix_aware_feedback_body(r, pd, in);
+    }
+
     return ngx_http_prefix_aware_next_body_filter(r, in);
 }
 
@@ -692,6 +696,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->cold = PA_COLD_RING;
     pacf->match = 60;
     pacf->prefill_end = 0;
+    pacf->feedback = 0;
     pacf->capacity_auto = 0;
     pacf->metrics = NGX_CONF_UNSET_UINT;
     pacf->metrics_interval = NGX_CONF_UNSET_MSEC;

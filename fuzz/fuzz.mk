@@ -172,3 +172,29 @@ fuzz-prom-smoke: $(FUZZ_PROM_BIN)
 	else \
 	    cat $(BUILD)/fuzz/prom.log; echo "fuzz-prom-smoke: failed"; exit 1; \
 	fi
+
+# libFuzzer on src/pa_usage.c (cached_tokens in the engines' answers) for
+# FUZZ_SECONDS; new inputs in $(BUILD)/fuzz/corpus-usage; make test runs
+# it for 5 seconds (fuzz-usage-smoke)
+FUZZ_USAGE_BIN  = $(BUILD)/fuzz/fuzz_usage
+FUZZ_USAGE_WORK = $(BUILD)/fuzz/corpus-usage
+FUZZ_USAGE_RUN  = $(FUZZ_USAGE_BIN) -max_len=4096 -timeout=10 \
+                  -print_final_stats=1 $(FUZZ_USAGE_WORK) fuzz/corpus/usage
+
+.PHONY: fuzz-usage fuzz-usage-smoke
+
+$(FUZZ_USAGE_BIN): fuzz/fuzz_usage.c src/pa_usage.c src/pa_usage.h | fuzz-deps
+	@mkdir -p $(BUILD)/fuzz $(FUZZ_USAGE_WORK)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_usage.c src/pa_usage.c
+
+fuzz-usage: $(FUZZ_USAGE_BIN)
+	$(FUZZ_USAGE_RUN) -max_total_time=$(FUZZ_SECONDS)
+
+fuzz-usage-smoke: $(FUZZ_USAGE_BIN)
+	@echo "fuzz-usage-smoke: $(FUZZ_USAGE_BIN) for 5 s"
+	@if $(FUZZ_USAGE_RUN) -max_total_time=5 >$(BUILD)/fuzz/usage.log 2>&1; \
+	then \
+	    grep -E '^(Done|stat::)' $(BUILD)/fuzz/usage.log; \
+	else \
+	    cat $(BUILD)/fuzz/usage.log; echo "fuzz-usage-smoke: failed"; exit 1; \
+	fi

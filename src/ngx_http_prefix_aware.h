@@ -25,6 +25,7 @@
 #include "pa_strategy.h"
 #include "pa_models.h"
 #include "pa_prom.h"
+#include "pa_usage.h"
 
 
 /*
@@ -308,6 +309,7 @@ typedef struct {
     pa_cold_e                              cold;
     ngx_uint_t                             match;     /* percent */
     ngx_uint_t                             prefill_end;  /* prefill=end */
+    ngx_uint_t                             feedback;  /* feedback=on */
     ngx_shm_zone_t                        *index_zone;
     pa_index_t                             index;
 
@@ -376,6 +378,12 @@ typedef struct {
     uint32_t                               depth;
     pa_choice_e                            choice;
 
+    /* feedback=on: the engine's answer, read for its cached_tokens */
+    pa_usage_t                             usage;
+    int64_t                                age;       /* of the depth */
+    uint32_t                               fb_id;     /* index id */
+    uint32_t                               fb_depth;
+
     /* "resolve": the view the scratch above is for, its room, its pool */
     ngx_uint_t                             view;
     ngx_uint_t                             room;
@@ -392,6 +400,7 @@ typedef struct {
     unsigned                               strategy:2;
     unsigned                               keyed:1;
     unsigned                               id:1;
+    unsigned                               feedback:1;
 } ngx_http_prefix_aware_peer_data_t;
 
 
@@ -655,6 +664,18 @@ void ngx_http_prefix_aware_index_capacity(
     uint64_t tokens);
 uint64_t ngx_http_prefix_aware_index_capacity_of(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t server);
+
+/* ngx_http_prefix_aware_feedback.c */
+void ngx_http_prefix_aware_feedback_start(
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t server, int64_t age);
+void ngx_http_prefix_aware_feedback_body(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_chain_t *in);
+void ngx_http_prefix_aware_feedback_json_server(
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t j,
+    ngx_http_prefix_aware_writer_t *w);
+void ngx_http_prefix_aware_feedback_prometheus(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w);
 
 /* ngx_http_prefix_aware_get.c */
 void ngx_http_prefix_aware_get(ngx_http_prefix_aware_get_t *g,

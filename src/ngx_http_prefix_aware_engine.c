@@ -134,6 +134,14 @@ ngx_http_prefix_aware_engine_init(ngx_conf_t *cf,
         return NGX_ERROR;
     }
 
+    if (pacf->feedback && pacf->index_size == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"feedback=on\" in \"prefix_aware\" of "
+                           "upstream \"%V\" corrects the index, which is "
+                           "off", &pacf->upstream->host);
+        return NGX_ERROR;
+    }
+
     if (!pacf->metrics) {
         return NGX_OK;
     }

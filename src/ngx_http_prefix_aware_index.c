@@ -186,6 +186,27 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
         return NGX_OK;
     }
 
+    if (ngx_strncmp(value->data, "feedback=", 9) == 0) {
+        s.data = value->data + 9;
+        s.len = value->len - 9;
+
+        if (s.len == 2 && ngx_strncmp(s.data, "on", 2) == 0) {
+            pacf->feedback = 1;
+
+        } else if (s.len == 3 && ngx_strncmp(s.data, "off", 3) == 0) {
+            pacf->feedback = 0;
+
+        } else {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid \"feedback\" value \"%V\" in "
+                               "\"prefix_aware\", it must be \"on\" "
+                               "or \"off\"", &s);
+            return NGX_ERROR;
+        }
+
+        return NGX_OK;
+    }
+
     if (ngx_strncmp(value->data, "prefill=", 8) == 0) {
         s.data = value->data + 8;
         s.len = value->len - 8;
@@ -590,6 +611,7 @@ void
 ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_uint_t server)
 {
+    int64_t                              age;
     uint32_t                             b;
     uint64_t                             size;
     ngx_http_prefix_aware_srv_conf_t    *pacf;
@@ -600,9 +622,11 @@ ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
 
     size = (pd->total_units + pacf->block - 1) / pacf->block;
 
-    pa_index_record_size(&pacf->index, pacf->id[server], pd->blocks,
-                         pd->nblocks, pd->depth,
-                         (uint32_t) ngx_min(size, 0x7fffffff));
+    age = pa_index_record_size(&pacf->index, pacf->id[server], pd->blocks,
+                               pd->nblocks, pd->depth,
+                               (uint32_t) ngx_min(size, 0x7fffffff));
+
+    ngx_http_prefix_aware_feedback_start(pd, server, age);
 
     ngx_atomic_fetch_add(&s->work, (ngx_atomic_int_t) pd->cost);
 

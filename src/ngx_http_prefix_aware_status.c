@@ -547,6 +547,7 @@ ngx_http_prefix_aware_prometheus(ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_http_prefix_aware_strategy_prometheus(pamcf, label, w);
     ngx_http_prefix_aware_models_prometheus(pamcf, w, label);
     ngx_http_prefix_aware_engine_prometheus(pamcf, label, w);
+    ngx_http_prefix_aware_feedback_prometheus(pamcf, label, w);
 }
 
 
@@ -862,6 +863,7 @@ ngx_http_prefix_aware_json_servers(ngx_http_prefix_aware_srv_conf_t *c,
 
         ngx_http_prefix_aware_strategy_json_server(c, j, w);
         ngx_http_prefix_aware_engine_json_server(c, j, w);
+        ngx_http_prefix_aware_feedback_json_server(c, j, w);
 
         ngx_http_prefix_aware_printf(w, " }");
     }

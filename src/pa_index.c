@@ -29,8 +29,8 @@ static void pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     uint32_t stamp, uint64_t epoch, pa_index_count_t *cnt);
 static void pa_index_sweep(pa_index_t *idx, pa_index_copy_t *c,
     uint64_t swept);
-static int pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
-    int64_t life);
+static int64_t pa_index_held(pa_index_t *idx, uint64_t hash,
+    uint32_t server);
 
 
 /* this process's id, the owner of the buckets it writes; 0: unknown */
@@ -48,21 +48,22 @@ void
 pa_index_record(pa_index_t *idx, uint32_t server, const uint64_t *hashes,
     uint32_t n, uint32_t cached)
 {
-    pa_index_record_size(idx, server, hashes, n, cached, n);
+    (void) pa_index_record_size(idx, server, hashes, n, cached, n);
 }
 
 
-void
+int64_t
 pa_index_record_size(pa_index_t *idx, uint32_t server,
     const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t size)
 {
+    int64_t           life, age;
     uint32_t          i, k, stamp, added, half, cap, share;
     uint64_t          end, epoch;
     pa_index_hdr_t   *hdr;
     pa_index_count_t  cnt;
 
     if (server >= idx->nservers || n == 0) {
-        return;
+        return -1;
     }
 
     cached = (cached > n) ? n : cached;
@@ -70,7 +71,7 @@ pa_index_record_size(pa_index_t *idx, uint32_t server,
     added = size - cached;
 
     cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
-    half = cap / 2;
+    half = pa_index_life_cap(idx, server, cap) / 2;
 
     /* no one request ages its server by more than its share of the cache */
 
@@ -115,12 +116,20 @@ pa_index_record_size(pa_index_t *idx, uint32_t server,
      */
 
     i = 0;
+    age = -1;
 
-    if (cached > 0
-        && pa_index_holds(idx, hashes[cached - 1], server, (int64_t) half))
-    {
-        i = cached;
-        cnt.fresh = cached;
+    if (cached > 0) {
+        life = pa_index_held(idx, hashes[cached - 1], server);
+
+        if (life >= 0) {
+            age = (int64_t) pa_index_life_cap(idx, server, cap) - life;
+            age = (age < 0) ? 0 : age;
+        }
+
+        if (life > (int64_t) half) {
+            i = cached;
+            cnt.fresh = cached;
+        }
     }
 
     for (k = i; k < n && k < i + PA_INDEX_AHEAD; k++) {
@@ -164,6 +173,66 @@ pa_index_record_size(pa_index_t *idx, uint32_t server,
 
     if (cnt.fresh) {
         (void) __atomic_fetch_add(&hdr->fresh, cnt.fresh, __ATOMIC_RELAXED);
+    }
+
+    return age;
+}
+
+
+void
+pa_index_feedback(pa_index_t *idx, uint32_t server, uint32_t cached,
+    int64_t age, uint64_t reused)
+{
+    uint32_t         cap, learned, life, next, floor;
+    pa_index_srv_t  *srv;
+
+    if (server >= idx->nservers || cached == 0 || age < 0) {
+        return;
+    }
+
+    srv = &idx->srv[server];
+    cap = __atomic_load_n(&srv->capacity, __ATOMIC_RELAXED);
+    learned = __atomic_load_n(&srv->learned, __ATOMIC_RELAXED);
+
+    if (reused * 2 >= cached) {
+        (void) __atomic_fetch_add(&srv->confirmed, 1, __ATOMIC_RELAXED);
+
+        if (learned == 0) {
+            return;
+        }
+
+        /* give back a part of the cut; all of it, and the cut is gone */
+
+        next = (learned < cap) ? (cap - learned) / PA_INDEX_LEARN_BACK : 0;
+        next = learned + ((next == 0) ? 1 : next);
+        next = (next >= cap) ? 0 : next;
+
+        (void) __atomic_compare_exchange_n(&srv->learned, &learned, next, 0,
+                                           __ATOMIC_RELAXED,
+                                           __ATOMIC_RELAXED);
+        return;
+    }
+
+    (void) __atomic_fetch_add(&srv->shortfall, 1, __ATOMIC_RELAXED);
+
+    floor = cap / PA_INDEX_LEARN_FLOOR;
+    floor = (floor == 0) ? 1 : floor;
+
+    if (age < (int64_t) floor) {
+        return;
+    }
+
+    life = (learned != 0 && learned < cap) ? learned : cap;
+
+    if (age >= (int64_t) life) {
+        return;
+    }
+
+    if (__atomic_compare_exchange_n(&srv->learned, &learned, (uint32_t) age,
+                                    0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    {
+        (void) __atomic_fetch_add(&srv->forgotten, life - (uint32_t) age,
+                                  __ATOMIC_RELAXED);
     }
 }
 
@@ -492,16 +561,17 @@ pa_index_sweep(pa_index_t *idx, pa_index_copy_t *c, uint64_t swept)
 
 /* 1 if "server" holds the block with more than "life" blocks left */
 
-static int
-pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
-    int64_t life)
+/* the life left of "server"'s hold of a block hash, -1 if none */
+
+static int64_t
+pa_index_held(pa_index_t *idx, uint64_t hash, uint32_t server)
 {
     size_t           ent, sv;
     uint32_t         e, k, h, tag;
     pa_index_copy_t  c;
 
     if (pa_index_read(pa_index_bucket(idx, hash), &c) != 0) {
-        return 0;
+        return -1;
     }
 
     h = idx->holders;
@@ -520,11 +590,10 @@ pa_index_holds(pa_index_t *idx, uint64_t hash, uint32_t server,
             if (pa_index_get16(&c, sv + 2 * k) == server) {
                 return pa_index_life_at(idx, server,
                                         pa_index_get32(&c, ent + 4 + 4 * k),
-                                        c.w[1])
-                       > life;
+                                        c.w[1]);
             }
         }
     }
 
-    return 0;
+    return -1;
 }

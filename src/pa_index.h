@@ -41,6 +41,10 @@
 /* a record ages its server by at most 1 / PA_INDEX_SHARE of its cache */
 #define PA_INDEX_SHARE        4
 
+/* answers cut a server's cache life to no less than 1 / 8 of it */
+#define PA_INDEX_LEARN_FLOOR  8
+#define PA_INDEX_LEARN_BACK   16
+
 
 /* the region's header; counters are updated with atomics */
 typedef struct {
@@ -72,8 +76,22 @@ typedef struct {
     uint64_t        counter;          /* blocks recorded, monotonic */
     uint64_t        epoch;            /* the index's epoch at its last */
     uint32_t        capacity;         /* blocks the engine keeps */
-    unsigned char   pad[64 - 20];
+    uint32_t        learned;          /* blocks its answers showed it
+                                         keeps, if fewer; 0: no limit */
+    uint64_t        confirmed;        /* answers that reused the depth */
+    uint64_t        shortfall;        /* answers that reused less */
+    uint64_t        forgotten;        /* blocks of cache life taken */
+    unsigned char   pad[64 - 48];
 } pa_index_srv_t;
+
+
+/* what the engine's answers told of a server (pa_index_feedback()) */
+typedef struct {
+    uint32_t        learned;
+    uint64_t        confirmed;
+    uint64_t        shortfall;
+    uint64_t        forgotten;
+} pa_index_learned_t;
 
 
 /* a process's view of the region; the geometry is its own copy */
@@ -159,8 +177,31 @@ void pa_index_record(pa_index_t *idx, uint32_t server,
  * capacity (1 block at least): whatever a request claims, the holders
  * stamped in the last three quarters of the cache outlive it.
  */
-void pa_index_record_size(pa_index_t *idx, uint32_t server,
+int64_t pa_index_record_size(pa_index_t *idx, uint32_t server,
     const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t size);
+
+/*
+ * pa_index_record_size() returns the age, in blocks the server recorded
+ * since, of the deepest of the "cached" blocks as it was before this
+ * record (-1 if "cached" is 0 or it was no longer held): what the
+ * engine's answer is weighed against (pa_index_feedback()).
+ *
+ * The engine answered that it reused "reused" blocks of a request
+ * recorded with "cached" blocks held there, the deepest "age" blocks
+ * old.  It confirms the index when it reused at least half of them; a
+ * shortfall of a block older than PA_INDEX_LEARN_FLOOR of the capacity
+ * (a younger one may still have been in a prefill) shows that the
+ * engine keeps less than the capacity says (other routers' and clients'
+ * requests, a smaller cache): the server's cache life is cut to that
+ * age, so every block recorded there as long ago is forgotten.  Each
+ * confirmation gives back 1 / PA_INDEX_LEARN_BACK of what was cut (at
+ * least a block), so that the cut follows the engine and does not stay.
+ */
+void pa_index_feedback(pa_index_t *idx, uint32_t server, uint32_t cached,
+    int64_t age, uint64_t reused);
+
+void pa_index_learned(pa_index_t *idx, uint32_t server,
+    pa_index_learned_t *l);
 
 /*
  * the depth, in leading blocks, that each server holds of the prefix:

@@ -73,6 +73,8 @@ static inline int64_t pa_index_life(pa_index_t *idx, uint32_t server,
     uint32_t stamp);
 static inline int64_t pa_index_left(uint32_t now, uint32_t stamp,
     uint32_t cap);
+static inline uint32_t pa_index_life_cap(pa_index_t *idx, uint32_t server,
+    uint32_t cap);
 static inline uint32_t pa_index_get32(const pa_index_copy_t *c, size_t off);
 static inline uint32_t pa_index_get16(const pa_index_copy_t *c, size_t off);
 static inline void pa_index_set32(pa_index_copy_t *c, size_t off,
@@ -169,7 +171,24 @@ pa_index_life_at(pa_index_t *idx, uint32_t server, uint32_t stamp,
         return -1;
     }
 
-    return pa_index_left(now, stamp, cap);
+    return pa_index_left(now, stamp, pa_index_life_cap(idx, server, cap));
+}
+
+
+/*
+ * the cache life of a server: its capacity, or less where the engine's
+ * answers showed it keeps less (pa_index_feedback()); the wrap bound
+ * stays with the capacity, the larger
+ */
+
+static inline uint32_t
+pa_index_life_cap(pa_index_t *idx, uint32_t server, uint32_t cap)
+{
+    uint32_t  learned;
+
+    learned = __atomic_load_n(&idx->srv[server].learned, __ATOMIC_RELAXED);
+
+    return (learned != 0 && learned < cap) ? learned : cap;
 }
 
 
@@ -188,7 +207,7 @@ pa_index_life(pa_index_t *idx, uint32_t server, uint32_t stamp)
                                      __ATOMIC_RELAXED);
     cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
 
-    return pa_index_left(now, stamp, cap);
+    return pa_index_left(now, stamp, pa_index_life_cap(idx, server, cap));
 }
 
 

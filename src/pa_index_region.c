@@ -175,6 +175,26 @@ pa_index_forget(pa_index_t *idx, uint32_t server)
 
 
 void
+pa_index_learned(pa_index_t *idx, uint32_t server, pa_index_learned_t *l)
+{
+    pa_index_srv_t  *srv;
+
+    memset(l, 0, sizeof(pa_index_learned_t));
+
+    if (server >= idx->nservers) {
+        return;
+    }
+
+    srv = &idx->srv[server];
+
+    l->learned = __atomic_load_n(&srv->learned, __ATOMIC_RELAXED);
+    l->confirmed = __atomic_load_n(&srv->confirmed, __ATOMIC_RELAXED);
+    l->shortfall = __atomic_load_n(&srv->shortfall, __ATOMIC_RELAXED);
+    l->forgotten = __atomic_load_n(&srv->forgotten, __ATOMIC_RELAXED);
+}
+
+
+void
 pa_index_stats(pa_index_t *idx, pa_index_stats_t *st)
 {
     pa_index_hdr_t  *hdr;

@@ -136,3 +136,55 @@ invalid "capacity" value "automatic" in "prefix_aware", it must be a number from
 GET /t
 --- error_code: 200
 --- response_body_like: b1
+
+
+
+=== TEST 9: feedback=on corrects the index: not with index=off
+--- http_config
+    upstream up {
+        prefix_aware index=off feedback=on;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+"feedback=on" in "prefix_aware" of upstream "up" corrects the index, which is off
+
+
+
+=== TEST 10: feedback= is on or off
+--- http_config
+    upstream up {
+        prefix_aware feedback=yes;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "feedback" value "yes" in "prefix_aware", it must be "on" or "off"
+
+
+
+=== TEST 11: feedback=off after feedback=on, and feedback=on with the index, are accepted
+--- http_config
+    upstream a {
+        prefix_aware feedback=on;
+        server 127.0.0.1:1985;
+    }
+    upstream b {
+        prefix_aware index=off feedback=on feedback=off;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://a; }
+    location /u { proxy_pass http://b; }
+--- request
+GET /t
+--- error_code: 200
+--- response_body_like: b1

@@ -627,6 +627,122 @@ test_fresh(void)
 }
 
 
+/*
+ * the engine's answers: a shortfall of an old enough block cuts the
+ * server's cache life to that block's age, and what was recorded as long
+ * ago is no longer matched; a young one (a prefill under way) cuts
+ * nothing; confirmations give the cut back; other servers keep theirs
+ */
+
+static void
+test_feedback(void)
+{
+    size_t              size;
+    int64_t             age;
+    uint64_t            a[CHAIN], b[CHAIN], fill[1000];
+    uint32_t            i, depth[NSRV];
+    void               *region;
+    pa_index_t          idx;
+    pa_index_learned_t  l;
+
+    size = pa_index_region_size(1 << 16, NSRV, 4);
+    region = region_new(size);
+
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 1000) == 0);
+
+    chain(21, CHAIN, a, CHAIN);
+    chain(22, CHAIN, b, CHAIN);
+    chain(23, 1000, fill, 1000);
+
+    /* b, then a 300 blocks later, then 300 more blocks */
+
+    CHECK(pa_index_record_size(&idx, 2, b, 8, 0, 8) == -1);
+    record_by_share(&idx, 2, fill, 300);
+    pa_index_record(&idx, 2, a, 8, 0);
+    record_by_share(&idx, 2, fill + 300, 300);
+    pa_index_record(&idx, 3, b, 8, 0);
+
+    /*
+     * a again: 300 blocks were recorded there since (a stamp is the
+     * counter after its record); the answer confirms
+     */
+
+    age = pa_index_record_size(&idx, 2, a, 8, 8, 8);
+    CHECK_MSG(age == 300, "age %lld", (long long) age);
+
+    pa_index_feedback(&idx, 2, 8, age, 8);
+    pa_index_learned(&idx, 2, &l);
+    CHECK(l.confirmed == 1 && l.shortfall == 0 && l.learned == 0);
+
+    /* b, 608 blocks old: the engine reused 1 of 8, it keeps less */
+
+    age = pa_index_record_size(&idx, 2, b, 8, 8, 8);
+    CHECK_MSG(age == 608, "age %lld", (long long) age);
+
+    CHECK(pa_index_match(&idx, fill, 8, depth, NSRV, NULL, NULL) == 8);
+
+    pa_index_feedback(&idx, 2, 8, age, 1);
+    pa_index_learned(&idx, 2, &l);
+    CHECK(l.shortfall == 1 && l.learned == 608 && l.forgotten == 1000 - 608);
+
+    /*
+     * 300 blocks later the first 250 fill blocks (stamped 258) are over
+     * 608 old: forgotten there, as they would be held at a capacity of
+     * 1000; the later ones not
+     */
+
+    CHECK(pa_index_match(&idx, fill, 8, depth, NSRV, NULL, NULL) == 8);
+    record_by_share(&idx, 2, fill + 600, 300);
+    CHECK(pa_index_match(&idx, fill, 8, depth, NSRV, NULL, NULL) == 0);
+    CHECK(pa_index_match(&idx, fill + 300, 8, depth, NSRV, NULL, NULL) == 8);
+    CHECK(depth[2] == 8);
+
+    /* server 3 keeps its life */
+
+    CHECK(pa_index_match(&idx, b, 8, depth, NSRV, NULL, NULL) == 8);
+    CHECK(depth[3] == 8);
+    pa_index_learned(&idx, 3, &l);
+    CHECK(l.learned == 0 && l.shortfall == 0);
+
+    /* a young block short: counted, nothing cut */
+
+    pa_index_feedback(&idx, 2, 8, 1000 / PA_INDEX_LEARN_FLOOR - 1, 0);
+    pa_index_learned(&idx, 2, &l);
+    CHECK(l.shortfall == 2 && l.learned == 608);
+
+    /* an age past the life already cut: nothing more */
+
+    pa_index_feedback(&idx, 2, 8, 700, 0);
+    pa_index_learned(&idx, 2, &l);
+    CHECK_MSG(l.shortfall == 3 && l.learned == 608 && l.forgotten == 392,
+              "%llu %u %llu", (unsigned long long) l.shortfall, l.learned,
+              (unsigned long long) l.forgotten);
+
+    /* nothing predicted: nothing told */
+
+    pa_index_feedback(&idx, 2, 0, 500, 0);
+    pa_index_feedback(&idx, 2, 8, -1, 0);
+    pa_index_learned(&idx, 2, &l);
+    CHECK(l.shortfall == 3 && l.confirmed == 1);
+
+    /* confirmations give it back, 1/16 of the cut each, then no limit */
+
+    pa_index_feedback(&idx, 2, 8, 10, 8);
+    pa_index_learned(&idx, 2, &l);
+    CHECK_MSG(l.learned == 608 + (1000 - 608) / PA_INDEX_LEARN_BACK,
+              "learned %u", l.learned);
+
+    for (i = 0; i < 200 && l.learned != 0; i++) {
+        pa_index_feedback(&idx, 2, 8, 10, 8);
+        pa_index_learned(&idx, 2, &l);
+    }
+
+    CHECK_MSG(l.learned == 0 && i > 16, "learned %u after %u", l.learned, i);
+
+    free(region);
+}
+
+
 static void
 test_attach(void)
 {
@@ -984,6 +1100,7 @@ main(void)
     test_full();
     test_capacity();
     test_fresh();
+    test_feedback();
     test_wrap();
     test_attach();
     test_stuck();
