@@ -665,6 +665,9 @@ void ngx_http_prefix_aware_index_capacity(
 uint64_t ngx_http_prefix_aware_index_capacity_of(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t server);
 
+/* ngx_http_prefix_aware_status_html.c */
+ngx_int_t ngx_http_prefix_aware_status_html(ngx_http_request_t *r);
+
 /* ngx_http_prefix_aware_feedback.c */
 void ngx_http_prefix_aware_feedback_start(
     ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t server, int64_t age);

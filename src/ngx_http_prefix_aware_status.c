@@ -92,7 +92,10 @@ ngx_http_prefix_aware_status_handler(ngx_http_request_t *r)
 
     ngx_http_prefix_aware_resolve_refresh(pamcf, r->connection->log);
 
-    /* a prometheus scrape asks for text/plain; browsers and curl get json */
+    /*
+     * a prometheus scrape asks for text/plain, a browser for text/html
+     * (the page, which reads the json); curl and the rest get json
+     */
 
     prom = 0;
 
@@ -101,6 +104,9 @@ ngx_http_prefix_aware_status_handler(ngx_http_request_t *r)
             && ngx_strncmp(value.data, "prometheus", 10) == 0)
         {
             prom = 1;
+
+        } else if (value.len == 4 && ngx_strncmp(value.data, "html", 4) == 0) {
+            return ngx_http_prefix_aware_status_html(r);
 
         } else if (value.len != 4
                    || ngx_strncmp(value.data, "json", 4) != 0)
@@ -111,6 +117,15 @@ ngx_http_prefix_aware_status_handler(ngx_http_request_t *r)
     } else {
         accept = ngx_http_prefix_aware_header(r, &ngx_http_prefix_aware_accept,
                                               NULL);
+
+        if (accept
+            && ngx_strlcasestrn(accept->value.data,
+                                accept->value.data + accept->value.len,
+                                (u_char *) "text/html", 9 - 1)
+               != NULL)
+        {
+            return ngx_http_prefix_aware_status_html(r);
+        }
 
         if (accept
             && ngx_strlcasestrn(accept->value.data,
