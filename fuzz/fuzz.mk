@@ -59,15 +59,19 @@ fuzz: $(FUZZ_BIN)
 	@mkdir -p $(FUZZ_WORK)
 	$(FUZZ_RUN) -max_total_time=$(FUZZ_SECONDS)
 
-# the run's log is kept in $(BUILD)/fuzz/smoke.log, shown whole on a failure
+# $(call fuzz_smoke,TARGET,RUN,SECONDS): a fuzzer's run for SECONDS, its
+# log in $(BUILD)/fuzz/TARGET.log: the final stats if it passed, the whole
+# log if not
+fuzz_smoke = @echo "$(1): for $(3) s"; \
+	if $(2) -max_total_time=$(3) >$(BUILD)/fuzz/$(1).log 2>&1; then \
+	    grep -E '^(Done|stat::)' $(BUILD)/fuzz/$(1).log; \
+	else \
+	    cat $(BUILD)/fuzz/$(1).log; echo "$(1): failed"; exit 1; \
+	fi
+
 fuzz-smoke: $(FUZZ_BIN)
 	@mkdir -p $(FUZZ_WORK)
-	@echo "fuzz-smoke: $(FUZZ_BIN) for 10 s"
-	@if $(FUZZ_RUN) -max_total_time=10 >$(BUILD)/fuzz/smoke.log 2>&1; then \
-	    grep -E '^(Done|stat::)' $(BUILD)/fuzz/smoke.log; \
-	else \
-	    cat $(BUILD)/fuzz/smoke.log; echo "fuzz-smoke: failed"; exit 1; \
-	fi
+	$(call fuzz_smoke,fuzz-smoke,$(FUZZ_RUN),10)
 
 # its own header comes first: the files are in one directory (and the
 # shim that copies its result is given that directory before src/)
@@ -165,13 +169,7 @@ fuzz-prom: $(FUZZ_PROM_BIN)
 	$(FUZZ_PROM_RUN) -max_total_time=$(FUZZ_SECONDS)
 
 fuzz-prom-smoke: $(FUZZ_PROM_BIN)
-	@echo "fuzz-prom-smoke: $(FUZZ_PROM_BIN) for 5 s"
-	@if $(FUZZ_PROM_RUN) -max_total_time=5 >$(BUILD)/fuzz/prom.log 2>&1; \
-	then \
-	    grep -E '^(Done|stat::)' $(BUILD)/fuzz/prom.log; \
-	else \
-	    cat $(BUILD)/fuzz/prom.log; echo "fuzz-prom-smoke: failed"; exit 1; \
-	fi
+	$(call fuzz_smoke,fuzz-prom-smoke,$(FUZZ_PROM_RUN),5)
 
 # libFuzzer on src/pa_usage.c (cached_tokens in the engines' answers) for
 # FUZZ_SECONDS; new inputs in $(BUILD)/fuzz/corpus-usage; make test runs
@@ -191,10 +189,4 @@ fuzz-usage: $(FUZZ_USAGE_BIN)
 	$(FUZZ_USAGE_RUN) -max_total_time=$(FUZZ_SECONDS)
 
 fuzz-usage-smoke: $(FUZZ_USAGE_BIN)
-	@echo "fuzz-usage-smoke: $(FUZZ_USAGE_BIN) for 5 s"
-	@if $(FUZZ_USAGE_RUN) -max_total_time=5 >$(BUILD)/fuzz/usage.log 2>&1; \
-	then \
-	    grep -E '^(Done|stat::)' $(BUILD)/fuzz/usage.log; \
-	else \
-	    cat $(BUILD)/fuzz/usage.log; echo "fuzz-usage-smoke: failed"; exit 1; \
-	fi
+	$(call fuzz_smoke,fuzz-usage-smoke,$(FUZZ_USAGE_RUN),5)

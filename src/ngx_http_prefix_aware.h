@@ -625,6 +625,14 @@ typedef struct {
 } ngx_http_prefix_aware_writer_t;
 
 
+/* a Prometheus family: name (after "nginx_prefix_aware_"), type, help */
+typedef struct {
+    const char                            *name;
+    const char                            *type;
+    const char                            *help;
+} ngx_http_prefix_aware_family_t;
+
+
 typedef struct {
     size_t                                 size;
     ngx_uint_t                             pages;

@@ -550,14 +550,8 @@ ngx_http_prefix_aware_engine_json_server(
 
 /* the Prometheus families of the engines' reports, for every upstream */
 
-typedef struct {
-    const char  *name;
-    const char  *type;
-    const char  *help;
-} ngx_http_prefix_aware_engine_family_t;
 
-
-static ngx_http_prefix_aware_engine_family_t
+static ngx_http_prefix_aware_family_t
     ngx_http_prefix_aware_engine_families[] = {
     { "engine_capacity_tokens", "gauge",
       "KV cache of the server's engine in tokens, as it reports it." },
@@ -582,13 +576,13 @@ ngx_http_prefix_aware_engine_prometheus(
     ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
     ngx_http_prefix_aware_writer_t *w)
 {
-    unsigned                                seen;
-    ngx_uint_t                              i, j, f, any;
-    ngx_msec_t                              reported;
-    ngx_atomic_uint_t                       v, div;
-    ngx_http_prefix_aware_srv_conf_t      **pacf, *c;
-    ngx_http_prefix_aware_shm_server_t     *s;
-    ngx_http_prefix_aware_engine_family_t  *fam;
+    unsigned                             seen;
+    ngx_uint_t                           i, j, f, any;
+    ngx_msec_t                           reported;
+    ngx_atomic_uint_t                    v, div;
+    ngx_http_prefix_aware_family_t      *fam;
+    ngx_http_prefix_aware_srv_conf_t   **pacf, *c;
+    ngx_http_prefix_aware_shm_server_t  *s;
 
     static const unsigned  need[] = {
         0, 1u << PA_PROM_WAITING, 1u << PA_PROM_RUNNING,

@@ -14,12 +14,6 @@
 #include "ngx_http_prefix_aware.h"
 
 
-typedef struct {
-    const char  *name;
-    const char  *type;
-    const char  *help;
-} ngx_http_prefix_aware_feedback_family_t;
-
 
 /*
  * the request is recorded on "server" with "age" the age of its deepest
@@ -132,7 +126,7 @@ ngx_http_prefix_aware_feedback_json_server(
 }
 
 
-static ngx_http_prefix_aware_feedback_family_t
+static ngx_http_prefix_aware_family_t
     ngx_http_prefix_aware_feedback_families[] = {
     { "feedback_total", "counter",
       "Answers with cached_tokens by result: confirmed (the engine reused "
@@ -151,10 +145,10 @@ ngx_http_prefix_aware_feedback_prometheus(
     ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
     ngx_http_prefix_aware_writer_t *w)
 {
-    ngx_uint_t                                i, j, f, any;
-    pa_index_learned_t                        l;
-    ngx_http_prefix_aware_srv_conf_t        **pacf, *c;
-    ngx_http_prefix_aware_feedback_family_t  *fam;
+    ngx_uint_t                          i, j, f, any;
+    pa_index_learned_t                  l;
+    ngx_http_prefix_aware_family_t     *fam;
+    ngx_http_prefix_aware_srv_conf_t  **pacf, *c;
 
     pacf = pamcf->upstreams.elts;
     any = 0;

@@ -175,11 +175,14 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
         } else if (s.len == 5 && ngx_strncmp(s.data, "least", 5) == 0) {
             pacf->cold = PA_COLD_LEAST;
 
+        } else if (s.len == 4 && ngx_strncmp(s.data, "auto", 4) == 0) {
+            pacf->cold = PA_COLD_AUTO;
+
         } else {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid \"cold\" value \"%V\" in "
-                               "\"prefix_aware\", it must be \"ring\" "
-                               "or \"least\"", &s);
+                               "\"prefix_aware\", it must be \"ring\", "
+                               "\"least\" or \"auto\"", &s);
             return NGX_ERROR;
         }
 

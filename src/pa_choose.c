@@ -134,7 +134,16 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
     ring = in->ring;
     scan = 1;
 
-    if (in->cold == PA_COLD_RING && ring != NULL && ring->npoints > 0
+    /*
+     * option C (auto): a prefix that servers hold a part of, too little
+     * for a match (a system prompt, a document, the start of a
+     * conversation), goes by the least work after the request, which
+     * counts what each server holds; one nobody holds has a home
+     */
+
+    if ((in->cold == PA_COLD_RING
+         || (in->cold == PA_COLD_AUTO && in->nfound == 0))
+        && ring != NULL && ring->npoints > 0
         && ring->nservers == in->nservers)
     {
         memset(in->seen, 0, (in->nservers + 7) / 8);

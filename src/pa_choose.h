@@ -36,7 +36,9 @@ typedef enum {
 
 typedef enum {
     PA_COLD_RING = 0,             /* the ring walk within the bounds */
-    PA_COLD_LEAST                 /* the least work within the bounds */
+    PA_COLD_LEAST,                /* the least work within the bounds */
+    PA_COLD_AUTO                  /* the ring if nobody holds a block of
+                                     the prefix, else the least work */
 } pa_cold_e;
 
 

@@ -544,7 +544,7 @@ test_cold_ceiling(void)
 static void
 test_least(void)
 {
-    uint32_t        i, depth[NSRV], found[NSRV];
+    uint32_t        i, k, depth[NSRV], found[NSRV];
     cluster_t       cl;
     pa_choice_t     ch;
     pa_choose_in_t  in;
@@ -574,6 +574,52 @@ test_least(void)
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_LEAST && ch.server == 3 && ch.depth == 9);
     CHECK(ch.cost == 100);
+
+    /*
+     * cold=auto: nobody holds a block, the ring's home (server 6, the
+     * least work, is not it); a holder of too small a part, the least
+     * work after the request
+     */
+    in.threshold = 0;
+
+    for (i = 0; i < NSRV; i++) {
+        cl.inflight[i] = 0;
+        cl.work[i] = 100;
+        depth[i] = 0;
+    }
+
+    cl.work[6] = 20;
+    set_found(&in, depth, found);
+
+    in.cold = PA_COLD_RING;
+    CHECK(pa_choose(&in, &ch) == 0);
+    k = ch.server;
+    CHECK(ch.kind == PA_CHOICE_COLD && k != 6);
+
+    in.cold = PA_COLD_AUTO;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == k);
+
+    /* 300 + 900 after it on the holder, 20 + 1000 on server 6 */
+    in.match = 60;
+    depth[(k + 1) % NSRV] = 1;
+    cl.work[(k + 1) % NSRV] = 300;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == 6);
+
+    /* 100 + 900 < 20 + 1000 */
+    cl.work[(k + 1) % NSRV] = 100;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == (k + 1) % NSRV
+          && ch.depth == 1);
+
+    in.cold = PA_COLD_RING;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == k);
+
+    in.cold = PA_COLD_LEAST;
+    in.match = 0;
 
     /* nothing usable */
     for (i = 0; i < NSRV; i++) {
