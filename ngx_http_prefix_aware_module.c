@@ -694,6 +694,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->balance = 125;
     pacf->capacity = 262144;
     pacf->cold = PA_COLD_RING;
+    pacf->place = PA_PLACE_DEEPEST;
     pacf->match = 60;
     pacf->prefill_end = 0;
     pacf->feedback = 0;

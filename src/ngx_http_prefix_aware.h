@@ -307,6 +307,7 @@ typedef struct {
     ngx_uint_t                             balance;   /* F x 100, 0: off */
     ngx_uint_t                             capacity;  /* tokens a server */
     pa_cold_e                              cold;
+    pa_place_e                             place;
     ngx_uint_t                             match;     /* percent */
     ngx_uint_t                             prefill_end;  /* prefill=end */
     ngx_uint_t                             feedback;  /* feedback=on */

@@ -189,6 +189,27 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
         return NGX_OK;
     }
 
+    if (ngx_strncmp(value->data, "place=", 6) == 0) {
+        s.data = value->data + 6;
+        s.len = value->len - 6;
+
+        if (s.len == 7 && ngx_strncmp(s.data, "deepest", 7) == 0) {
+            pacf->place = PA_PLACE_DEEPEST;
+
+        } else if (s.len == 4 && ngx_strncmp(s.data, "cost", 4) == 0) {
+            pacf->place = PA_PLACE_COST;
+
+        } else {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid \"place\" value \"%V\" in "
+                               "\"prefix_aware\", it must be \"deepest\" "
+                               "or \"cost\"", &s);
+            return NGX_ERROR;
+        }
+
+        return NGX_OK;
+    }
+
     if (ngx_strncmp(value->data, "feedback=", 9) == 0) {
         s.data = value->data + 9;
         s.len = value->len - 9;
@@ -557,6 +578,7 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
     in.balance = (uint32_t) pacf->balance;
     in.threshold = pacf->threshold;
     in.cold = pacf->cold;
+    in.place = pacf->place;
     in.match = (uint32_t) pacf->match;
     in.slack = pacf->length + NGX_HTTP_PREFIX_AWARE_DECODE;
     in.ring = &pacf->ring;

@@ -676,8 +676,8 @@ ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
     ngx_http_prefix_aware_printf(w,
         "      \"index\": {\n"
         "        \"size\": %uz, \"block\": %ui, \"balance\": %ui.%02ui, "
-        "\"capacity\": %ui, \"cold\": \"%s\", \"match\": %ui, "
-        "\"prefill\": \"%s\",\n"
+        "\"capacity\": %ui, \"cold\": \"%s\", \"place\": \"%s\", "
+        "\"match\": %ui, \"prefill\": \"%s\",\n"
         "        \"entries\": %uL, \"used\": %uL, \"evictions\": %uL, "
         "\"recorded\": %uL, \"busy\": %uL, \"recovered\": %uL,\n"
         "        \"placed\": { \"match\": %uA, \"cold\": %uA, "
@@ -686,7 +686,8 @@ ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
         c->index_size, c->block, c->balance / 100, c->balance % 100,
         c->capacity,
         c->cold == PA_COLD_RING ? "ring"
-        : c->cold == PA_COLD_LEAST ? "least" : "auto", c->match,
+        : c->cold == PA_COLD_LEAST ? "least" : "auto",
+        c->place == PA_PLACE_COST ? "cost" : "deepest", c->match,
         c->prefill_end ? "end" : "first",
         st.capacity, st.entries_used, st.evictions, st.recorded, st.busy,
         st.recovered,

@@ -50,6 +50,7 @@ static uint64_t pa_choose_tie(const pa_choose_in_t *in, pa_cand_t *c);
 static void pa_choose_set(pa_choice_t *out, const pa_cand_t *c,
     pa_choice_e kind);
 static uint64_t pa_choose_mix(uint64_t z);
+static int pa_choose_by_cost(const pa_choose_in_t *in, pa_choice_t *out);
 
 
 int
@@ -67,6 +68,10 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
 
     if (in->nservers == 0) {
         return -1;
+    }
+
+    if (in->place == PA_PLACE_COST) {
+        return pa_choose_by_cost(in, out);
     }
 
     if (in->totals) {
@@ -215,6 +220,61 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
                           over ? PA_CHOICE_SPILL : PA_CHOICE_COLD);
             return 0;
         }
+    }
+
+    if (!least.have) {
+        return -1;
+    }
+
+    pa_choose_set(out, &least, PA_CHOICE_LEAST);
+
+    return 0;
+}
+
+
+/*
+ * place=cost: of every server under the cap on requests, the least work
+ * after the request, its prefill past the blocks each server holds
+ * counted there (Dynamo's KV router's cost with its default weights, in
+ * the module's own counts): a holder is chosen while what it saves is
+ * more than the work it has over the others.  Over the cap everywhere:
+ * the least work.
+ */
+
+static int
+pa_choose_by_cost(const pa_choose_in_t *in, pa_choice_t *out)
+{
+    uint32_t   s;
+    pa_cand_t  c, best, least;
+    pa_load_t  load;
+
+    memset(&best, 0, sizeof(pa_cand_t));
+    memset(&least, 0, sizeof(pa_cand_t));
+
+    for (s = 0; s < in->nservers; s++) {
+        if (pa_choose_load(in, s, &load, &c) != PA_SERVER_USABLE) {
+            continue;
+        }
+
+        if (pa_choose_better(in, &c, &least, 0)) {
+            least = c;
+        }
+
+        if (in->threshold != 0 && load.inflight >= in->threshold) {
+            continue;
+        }
+
+        if (pa_choose_better(in, &c, &best, 0)) {
+            best = c;
+        }
+    }
+
+    if (best.have) {
+        pa_choose_set(out, &best,
+                      ((uint64_t) best.depth * in->block_units * 100
+                       >= (uint64_t) in->match * in->units && best.depth)
+                      ? PA_CHOICE_MATCH : PA_CHOICE_COLD);
+        return 0;
     }
 
     if (!least.have) {

@@ -42,6 +42,12 @@ typedef enum {
 } pa_cold_e;
 
 
+typedef enum {
+    PA_PLACE_DEEPEST = 0,         /* the deepest match within the bounds */
+    PA_PLACE_COST                 /* the least work after the request */
+} pa_place_e;
+
+
 /* a server's load, as the probe reads it */
 typedef struct {
     uint64_t            work;         /* work in flight, units */
@@ -74,6 +80,7 @@ typedef struct {
     uint64_t            slack;        /* work over the bound, a match */
     uint64_t            threshold;    /* requests in flight, 0: no cap */
     pa_cold_e           cold;
+    pa_place_e          place;
     const pa_ring_t    *ring;         /* PA_COLD_RING; NULL: least work */
 
     /*

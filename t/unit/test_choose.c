@@ -618,6 +618,49 @@ test_least(void)
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_COLD && ch.server == k);
 
+    /*
+     * place=cost: the holder of 9 blocks of 10 while it saves more than
+     * the work it has over the others; then the least work, the deepest
+     * on a tie; over the cap, not chosen unless all are
+     */
+    in.cold = PA_COLD_RING;
+    in.place = PA_PLACE_COST;
+
+    for (i = 0; i < NSRV; i++) {
+        cl.work[i] = 100;
+        depth[i] = 0;
+    }
+
+    depth[4] = 9;
+    cl.work[4] = 950;             /* 950 + 100 < 100 + 1000 */
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 4 && ch.depth == 9);
+
+    cl.work[4] = 1050;            /* 1050 + 100 > 100 + 1000 */
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server != 4 && ch.depth == 0);
+
+    depth[2] = 1;                 /* 100 + 900 */
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == 2 && ch.depth == 1);
+
+    in.threshold = 2;
+    cl.inflight[2] = 2;
+    cl.work[4] = 950;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 4);
+
+    for (i = 0; i < NSRV; i++) {
+        cl.inflight[i] = 2;
+    }
+
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_LEAST && ch.server == 2);
+
+    in.place = PA_PLACE_DEEPEST;
+    in.threshold = 0;
     in.cold = PA_COLD_LEAST;
     in.match = 0;
 
