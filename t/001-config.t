@@ -641,6 +641,22 @@ b1
 [emerg]
 
 
+=== TEST 31e: place=near is not a placement
+--- http_config
+    upstream up {
+        prefix_aware place=near;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "place" value "near" in "prefix_aware", it must be "deepest" or "cost"
+
+
+
 === TEST 32: every routing v2 parameter at once is accepted, and index=off
 --- http_config
     upstream up {

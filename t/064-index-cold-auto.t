@@ -13,6 +13,8 @@
 #    flight, within the bounds).
 # 3. cold=auto, a body that shares nothing: the same server as cold=ring
 #    (and as an idle index that never saw it) sends it to.
+# 4. place=cost weighs every request so, matched or not: idle servers,
+#    the conversations follow the prompt too.
 
 use strict;
 use warnings;
@@ -46,12 +48,17 @@ $servers    }
         prefix_aware length=8192 index=1m;
 $servers    }
 
+    upstream cost {
+        prefix_aware length=8192 index=1m place=cost;
+$servers    }
+
     server {
         listen 127.0.0.1:$listen;
         add_header X-Depth \$prefix_aware_depth;
         location /r/ { proxy_pass http://ring/; }
         location /a/ { proxy_pass http://auto/; }
         location /f/ { proxy_pass http://fresh/; }
+        location /c/ { proxy_pass http://cost/; }
         location = /status { prefix_aware_status; }
     }
 _EOC_
@@ -107,6 +114,20 @@ for (1 .. 12) {
 }
 ok !@bad, 'cold=auto: 12 bodies that share nothing go to their ring homes'
     or diag "@bad";
+
+# 4. place=cost
+($first) = send_body('/c/', $conv[0]);
+@bad = ();
+for my $c (@conv[1 .. $#conv]) {
+    my ($b, $d) = send_body('/c/', $c);
+    push @bad, "$b/$d" if $b ne $first || $d ne '8';
+}
+ok !@bad, "place=cost: the other 11 follow the prompt to $first, depth 8"
+    or diag "@bad";
+
+$st = JSON::PP::decode_json($ng->request(GET => '/status')->{body});
+is $st->{upstreams}{cost}{index}{place}, 'cost', 'the status page says place=cost';
+is $st->{upstreams}{auto}{index}{place}, 'deepest', '... and place=deepest elsewhere';
 
 $ng->stop;
 $be->stop;
