@@ -358,8 +358,9 @@ class TestAgentic(unittest.TestCase):
 
     def test_shape(self):
         # the structure, with every size divided by 10 (the defaults' 300 MB
-        # of bodies would take minutes)
-        p = dict(workloads.PARAMS["agentic"], n=3000, seed=3,
+        # of bodies would take minutes), at 3 requests a second (the
+        # default's 1 has fewer agents at once)
+        p = dict(workloads.PARAMS["agentic"], n=3000, seed=3, rate=3.0,
                  system_tokens=(200, 400), task_tokens=(10, 40),
                  context_tokens=(6400, 12800), result_tokens=(100, 800),
                  call_tokens=(5, 20))

@@ -135,7 +135,7 @@ PARAMS = {
         js_share=0.5,
     ),
     "agentic": dict(
-        n=400, rate=3.0, seed=8,
+        n=400, rate=1.0, seed=8,
         apps=4,                  # system prompts (tool schemas), shared
         system_tokens=(2000, 4000),   # uniform per app
         zipf=0.8,                # app popularity
