@@ -674,6 +674,16 @@ void ngx_http_prefix_aware_index_capacity(
 uint64_t ngx_http_prefix_aware_index_capacity_of(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t server);
 
+/* ngx_http_prefix_aware_writer.c */
+ngx_int_t ngx_http_prefix_aware_writer_init(ngx_http_prefix_aware_writer_t *w,
+    ngx_pool_t *pool);
+void ngx_http_prefix_aware_printf(ngx_http_prefix_aware_writer_t *w,
+    const char *fmt, ...);
+void ngx_http_prefix_aware_escape(ngx_http_prefix_aware_writer_t *w,
+    ngx_str_t *dst, ngx_str_t *src, ngx_uint_t json);
+void ngx_http_prefix_aware_family(ngx_http_prefix_aware_writer_t *w,
+    const char *name, const char *type, const char *help);
+
 /* ngx_http_prefix_aware_status_html.c */
 ngx_int_t ngx_http_prefix_aware_status_html(ngx_http_request_t *r);
 
@@ -798,12 +808,6 @@ ngx_int_t ngx_http_prefix_aware_ring_init(ngx_conf_t *cf,
 
 /* ngx_http_prefix_aware_status.c */
 ngx_int_t ngx_http_prefix_aware_status_handler(ngx_http_request_t *r);
-void ngx_http_prefix_aware_printf(ngx_http_prefix_aware_writer_t *w,
-    const char *fmt, ...);
-void ngx_http_prefix_aware_escape(ngx_http_prefix_aware_writer_t *w,
-    ngx_str_t *dst, ngx_str_t *src, ngx_uint_t json);
-void ngx_http_prefix_aware_family(ngx_http_prefix_aware_writer_t *w,
-    const char *name, const char *type, const char *help);
 
 /* ngx_http_prefix_aware_strategy.c */
 ngx_int_t ngx_http_prefix_aware_strategy_param(ngx_conf_t *cf,
