@@ -4,8 +4,9 @@
  *
  * The rounds of polls of models=discover and metrics=: every interval,
  * one worker asks every server of the upstream at once.  One GET of a
- * server's page (its /metrics, its /v1/models) on nginx's event loop: HTTP/1.0, so that the answer ends when the server closes
- * and is never chunked; the head kept in a fixed buffer, the body given
+ * server's page (its /metrics, its /v1/models) on nginx's event loop:
+ * HTTP/1.0, so that the answer ends when the server closes and is never
+ * chunked; the head kept in a fixed buffer, the body given
  * to the caller as it arrives, through a read buffer of fixed size, up
  * to a limit; a timeout over the whole exchange.  Nothing blocks, and
  * nothing grows with the answer.

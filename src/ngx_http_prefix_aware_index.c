@@ -25,6 +25,8 @@ typedef struct {
 } ngx_http_prefix_aware_index_head_t;
 
 
+static ngx_int_t ngx_http_prefix_aware_index_word(ngx_conf_t *cf,
+    ngx_str_t *value, size_t skip, const char **words, ngx_uint_t *index);
 static ngx_int_t ngx_http_prefix_aware_index_init_zone(
     ngx_shm_zone_t *shm_zone, void *data);
 static int ngx_http_prefix_aware_index_probe(void *ctx, uint32_t server,
@@ -41,10 +43,17 @@ ngx_int_t
 ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value)
 {
-    char       *rv;
-    off_t       size;
-    ngx_int_t   n;
-    ngx_str_t   s;
+    char        *rv;
+    off_t        size;
+    ngx_int_t    n;
+    ngx_str_t    s;
+    ngx_uint_t   v;
+
+    /* in the order of their values: pa_cold_e, pa_place_e, on = 0 */
+    static const char  *colds[] = { "ring", "least", "auto", NULL };
+    static const char  *places[] = { "deepest", "cost", NULL };
+    static const char  *switches[] = { "on", "off", NULL };
+    static const char  *moments[] = { "first", "end", NULL };
 
     if (ngx_strncmp(value->data, "index=", 6) == 0) {
         s.data = value->data + 6;
@@ -166,93 +175,97 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
     }
 
     if (ngx_strncmp(value->data, "cold=", 5) == 0) {
-        s.data = value->data + 5;
-        s.len = value->len - 5;
-
-        if (s.len == 4 && ngx_strncmp(s.data, "ring", 4) == 0) {
-            pacf->cold = PA_COLD_RING;
-
-        } else if (s.len == 5 && ngx_strncmp(s.data, "least", 5) == 0) {
-            pacf->cold = PA_COLD_LEAST;
-
-        } else if (s.len == 4 && ngx_strncmp(s.data, "auto", 4) == 0) {
-            pacf->cold = PA_COLD_AUTO;
-
-        } else {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid \"cold\" value \"%V\" in "
-                               "\"prefix_aware\", it must be \"ring\", "
-                               "\"least\" or \"auto\"", &s);
+        if (ngx_http_prefix_aware_index_word(cf, value, 5, colds, &v)
+            != NGX_OK)
+        {
             return NGX_ERROR;
         }
 
+        pacf->cold = (pa_cold_e) v;
         return NGX_OK;
     }
 
     if (ngx_strncmp(value->data, "place=", 6) == 0) {
-        s.data = value->data + 6;
-        s.len = value->len - 6;
-
-        if (s.len == 7 && ngx_strncmp(s.data, "deepest", 7) == 0) {
-            pacf->place = PA_PLACE_DEEPEST;
-
-        } else if (s.len == 4 && ngx_strncmp(s.data, "cost", 4) == 0) {
-            pacf->place = PA_PLACE_COST;
-
-        } else {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid \"place\" value \"%V\" in "
-                               "\"prefix_aware\", it must be \"deepest\" "
-                               "or \"cost\"", &s);
+        if (ngx_http_prefix_aware_index_word(cf, value, 6, places, &v)
+            != NGX_OK)
+        {
             return NGX_ERROR;
         }
 
+        pacf->place = (pa_place_e) v;
         return NGX_OK;
     }
 
     if (ngx_strncmp(value->data, "feedback=", 9) == 0) {
-        s.data = value->data + 9;
-        s.len = value->len - 9;
-
-        if (s.len == 2 && ngx_strncmp(s.data, "on", 2) == 0) {
-            pacf->feedback = 1;
-
-        } else if (s.len == 3 && ngx_strncmp(s.data, "off", 3) == 0) {
-            pacf->feedback = 0;
-
-        } else {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid \"feedback\" value \"%V\" in "
-                               "\"prefix_aware\", it must be \"on\" "
-                               "or \"off\"", &s);
+        if (ngx_http_prefix_aware_index_word(cf, value, 9, switches, &v)
+            != NGX_OK)
+        {
             return NGX_ERROR;
         }
 
+        pacf->feedback = (v == 0);
         return NGX_OK;
     }
 
     if (ngx_strncmp(value->data, "prefill=", 8) == 0) {
-        s.data = value->data + 8;
-        s.len = value->len - 8;
-
-        if (s.len == 5 && ngx_strncmp(s.data, "first", 5) == 0) {
-            pacf->prefill_end = 0;
-
-        } else if (s.len == 3 && ngx_strncmp(s.data, "end", 3) == 0) {
-            pacf->prefill_end = 1;
-
-        } else {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid \"prefill\" value \"%V\" in "
-                               "\"prefix_aware\", it must be \"first\" "
-                               "or \"end\"", &s);
+        if (ngx_http_prefix_aware_index_word(cf, value, 8, moments, &v)
+            != NGX_OK)
+        {
             return NGX_ERROR;
         }
 
+        pacf->prefill_end = v;
         return NGX_OK;
     }
 
     return NGX_DECLINED;
+}
+
+
+/*
+ * "name=word": the index of the word in "words" (NULL-terminated), or a
+ * configuration error that names the parameter and every word
+ */
+
+static ngx_int_t
+ngx_http_prefix_aware_index_word(ngx_conf_t *cf, ngx_str_t *value,
+    size_t skip, const char **words, ngx_uint_t *index)
+{
+    u_char      *p, *last;
+    size_t       len;
+    ngx_str_t    name, s;
+    ngx_uint_t   i;
+    u_char       list[128];
+
+    s.data = value->data + skip;
+    s.len = value->len - skip;
+
+    for (i = 0; words[i]; i++) {
+        len = ngx_strlen(words[i]);
+
+        if (s.len == len && ngx_strncmp(s.data, words[i], len) == 0) {
+            *index = i;
+            return NGX_OK;
+        }
+    }
+
+    p = list;
+    last = list + sizeof(list);
+
+    for (i = 0; words[i]; i++) {
+        p = ngx_slprintf(p, last, "%s\"%s\"",
+                         i == 0 ? "" : words[i + 1] ? ", " : " or ",
+                         words[i]);
+    }
+
+    name.data = value->data;
+    name.len = skip - 1;
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid \"%V\" value \"%V\" in \"prefix_aware\", "
+                       "it must be %*s", &name, &s, p - list, list);
+
+    return NGX_ERROR;
 }
 
 
@@ -314,7 +327,8 @@ ngx_http_prefix_aware_index_add(ngx_conf_t *cf,
     ngx_uint_t         i, n;
     ngx_shm_zone_t    *shm_zone;
 
-    static ngx_str_t  prefix = ngx_string("ngx_http_prefix_aware_module:index:");
+    static ngx_str_t  prefix =
+        ngx_string("ngx_http_prefix_aware_module:index:");
 
     n = pacf->nservers;
 
