@@ -5,7 +5,9 @@
  * libFuzzer target of src/pa_openai.c: each input is fed whole, split in
  * two at a position derived from its first byte, and (if small) byte by
  * byte, with lengths 1024 and 16; all must agree, and chars <= length.
- * A small scan cap and failing allocations are tried as well.
+ * A small scan cap and failing allocations are tried as well.  Counting
+ * the text past the key (pa_oai_count_past) keeps the key, and the key's
+ * characters and those past it are the whole text's.
  */
 
 
@@ -42,22 +44,48 @@ static void f_same(const f_run_t *a, const f_run_t *b);
 
 
 static ta_arena_t  f_arena = { NULL, -1, 0 };
+static int         f_past;
 
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     size_t          i, pos, cap;
-    f_run_t         whole, split, bytes;
+    f_run_t         whole, split, bytes, past, all;
     static size_t   lengths[] = { 1024, 16 };
 
     pos = size ? (size_t) data[0] * size / 256 : 0;
+
+    f_run(data, size, (size_t) 1 << 30, 0, 0, -1, &all);
 
     for (i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
 
         f_run(data, size, lengths[i], 0, 0, -1, &whole);
         f_run(data, size, lengths[i], 0, pos, -1, &split);
         f_same(&whole, &split);
+
+        f_past = 1;
+        f_run(data, size, lengths[i], 0, pos, -1, &past);
+        f_past = 0;
+
+        F_CHECK(past.res.status == all.res.status);
+
+        if (past.res.status == PA_OAI_OK) {
+            F_CHECK(past.res.chars + past.res.past == all.res.chars);
+        }
+
+        /*
+         * the same key, unless the key was complete before the end (a
+         * text, model, cache_salt and prompt_cache_key) and what came
+         * after it, which counting reads, changed it (a second "model")
+         */
+
+        if (past.res.status == PA_OAI_OK && whole.res.status == PA_OAI_OK
+            && whole.res.scanned == past.res.scanned)
+        {
+            F_CHECK(past.res.hash == whole.res.hash);
+            F_CHECK(past.res.chars == whole.res.chars);
+        }
 
         if (size <= 512) {
             f_run(data, size, lengths[i], 0, 1, -1, &bytes);
@@ -120,6 +148,10 @@ f_run(const uint8_t *data, size_t size, size_t length, size_t cap,
         run->res.status = PA_OAI_NOMEM;
         f_arena.fail_at = -1;
         return;
+    }
+
+    if (f_past) {
+        pa_oai_count_past(x);
     }
 
     if (cap == 0) {

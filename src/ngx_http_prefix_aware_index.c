@@ -289,6 +289,15 @@ ngx_http_prefix_aware_index_off(ngx_conf_t *cf,
 
     if (!pacf->length_set) {
         pacf->length = NGX_HTTP_PREFIX_AWARE_LENGTH;
+
+    } else if (pacf->length > NGX_HTTP_PREFIX_AWARE_LENGTH_MAX) {
+        ngx_log_error(NGX_LOG_NOTICE, cf->log, 0,
+                      "prefix_aware: upstream \"%V\" keys %d units, not "
+                      "\"length=%ui\", without the index",
+                      &pacf->upstream->host, NGX_HTTP_PREFIX_AWARE_LENGTH_MAX,
+                      pacf->length);
+
+        pacf->length = NGX_HTTP_PREFIX_AWARE_LENGTH_MAX;
     }
 }
 
@@ -594,7 +603,8 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
     in.cold = pacf->cold;
     in.place = pacf->place;
     in.match = (uint32_t) pacf->match;
-    in.slack = pacf->length + NGX_HTTP_PREFIX_AWARE_DECODE;
+    in.slack = ngx_min(pacf->length, NGX_HTTP_PREFIX_AWARE_LENGTH_MAX)
+               + NGX_HTTP_PREFIX_AWARE_DECODE;
     in.ring = &pacf->ring;
     in.probe = ngx_http_prefix_aware_index_probe;
     in.ctx = pd;

@@ -50,6 +50,7 @@ static ngx_int_t ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
 static ngx_int_t ngx_http_prefix_aware_body(ngx_http_request_t *r,
     ngx_http_prefix_aware_scratch_t *scratch,
     ngx_http_prefix_aware_feed_pt feed, void *data, size_t chunk);
+static off_t ngx_http_prefix_aware_body_size(ngx_http_request_t *r);
 static ngx_int_t ngx_http_prefix_aware_feed_bytes(void *data, u_char *p,
     size_t n);
 static ngx_int_t ngx_http_prefix_aware_feed_openai(void *data, u_char *p,
@@ -191,9 +192,11 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
     ngx_http_prefix_aware_scratch_t *scratch, ngx_uint_t format,
     ngx_str_t *id, u_char *pck, size_t *pck_len)
 {
+    off_t                               size;
     size_t                              len;
     u_char                             *idp;
-    uint64_t                            seed, units;
+    uint64_t                            seed, units, past;
+    uint32_t                            max;
     pa_oai_t                           *x;
     pa_alloc_t                          alloc;
     pa_blocks_t                        *b;
@@ -204,10 +207,20 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
     pacf = pd->conf;
     b = NULL;
     seed = 0;
+    past = 0;
+    size = 0;
+    max = 0;
 
     if (pacf->index_size) {
+
+        /* a unit is a byte at least: no more blocks than the body has */
+
+        size = ngx_http_prefix_aware_body_size(r);
+        max = (uint32_t) ngx_min((off_t) pacf->max_blocks,
+                                 size / (off_t) pacf->block + 1);
+
         b = ngx_http_prefix_aware_alloc(scratch, sizeof(pa_blocks_t));
-        pd->blocks = ngx_palloc(r->pool, pacf->max_blocks * sizeof(uint64_t));
+        pd->blocks = ngx_palloc(r->pool, max * sizeof(uint64_t));
 
         if (b == NULL || pd->blocks == NULL) {
             return NGX_ERROR;
@@ -225,10 +238,11 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
         }
 
         if (b) {
-            (void) pa_blocks_init(b, 1, (uint32_t) pacf->block,
-                                  (uint32_t) pacf->max_blocks, pd->blocks);
+            (void) pa_blocks_init(b, 1, (uint32_t) pacf->block, max,
+                                  pd->blocks);
             pa_oai_text_hook(x, ngx_http_prefix_aware_feed_text, b);
             pa_oai_hook_only(x);
+            pa_oai_count_past(x);
         }
 
         if (ngx_http_prefix_aware_body(r, scratch,
@@ -266,6 +280,7 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
             pd->hash = res.hash;
             pd->source = NGX_HTTP_PREFIX_AWARE_SOURCE_OPENAI;
             seed = res.meta;
+            past = res.past;
 
             if (res.has_model) {
                 pd->model_hash = res.model ? res.model : 1;
@@ -292,8 +307,8 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
     raw.total = 0;
 
     if (b) {
-        (void) pa_blocks_init(b, 0, (uint32_t) pacf->block,
-                              (uint32_t) pacf->max_blocks, pd->blocks);
+        (void) pa_blocks_init(b, 0, (uint32_t) pacf->block, max,
+                              pd->blocks);
 
     } else {
         pa_body_key_init(&raw.key, pacf->length);
@@ -313,6 +328,7 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
 
     } else if (b && raw.total) {
         pd->source = NGX_HTTP_PREFIX_AWARE_SOURCE_BODY;
+        past = (uint64_t) (size - (off_t) raw.total);
     }
 
 blocks:
@@ -347,16 +363,18 @@ blocks:
     /*
      * the units of the key's text: bytes, or characters without the
      * separators, which are no text the engine prefills (a body of empty
-     * strings has millions of them), up to "length"; and a request counts
-     * at most "capacity" units, a quarter of its server's cache (in tokens
-     * of 4 units), as work and as what it takes of that cache
+     * strings has millions of them), up to "length"; the prompt's are
+     * those and the text past the key, which the engine prefills too
+     * (an agent's new tool result at the end of a long history); and a
+     * request counts at most "capacity" units, a quarter of its server's
+     * cache (in tokens of 4 units), as work and as what it takes of that
+     * cache
      */
 
     units = ngx_min(b->units, (uint64_t) pacf->length);
-    units = ngx_min(units, (uint64_t) pacf->capacity);
 
-    pd->units = units;
-    pd->total_units = units;
+    pd->units = ngx_min(units, (uint64_t) pacf->capacity);
+    pd->total_units = ngx_min(units + past, (uint64_t) pacf->capacity);
 
     return NGX_OK;
 }
@@ -519,6 +537,24 @@ ngx_http_prefix_aware_body(ngx_http_request_t *r,
     }
 
     return NGX_OK;
+}
+
+
+/* the bytes of the body read, in memory and in a temp file */
+
+static off_t
+ngx_http_prefix_aware_body_size(ngx_http_request_t *r)
+{
+    off_t         size;
+    ngx_chain_t  *cl;
+
+    size = 0;
+
+    for (cl = r->request_body->bufs; cl; cl = cl->next) {
+        size += ngx_buf_size(cl->buf);
+    }
+
+    return size;
 }
 
 

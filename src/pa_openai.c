@@ -120,6 +120,13 @@ pa_oai_hook_only(pa_oai_t *x)
 }
 
 
+void
+pa_oai_count_past(pa_oai_t *x)
+{
+    x->count_past = 1;
+}
+
+
 pa_oai_rc_e
 pa_oai_feed(pa_oai_t *x, const unsigned char *p, size_t n)
 {
@@ -217,6 +224,7 @@ pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res)
     res->model = x->model;
     res->has_model = x->model_str;
     res->chars = x->chars;
+    res->past = x->past;
 
     res->has_pck = x->has_pck;
     res->pck_invalid = x->pck_invalid;
@@ -473,6 +481,9 @@ pa_oai_begin(pa_oai_t *x, pa_oai_type_e type)
 
         } else if (x->chars + x->pend_chars < x->length) {
             pa_oai_pend_open(x);
+
+        } else if (x->count_past) {
+            x->sink = PA_K_PAST;
         }
 
         break;
@@ -521,7 +532,7 @@ pa_oai_begin(pa_oai_t *x, pa_oai_type_e type)
     }
 
     if (x->sink == PA_K_TEXT && x->chars >= x->length) {
-        x->sink = PA_K_SKIP;
+        x->sink = x->count_past ? PA_K_PAST : PA_K_SKIP;
     }
 }
 
@@ -649,7 +660,7 @@ pa_oai_key(pa_oai_t *x)
 static void
 pa_oai_next(pa_oai_t *x)
 {
-    if (x->status == PA_OAI_OK && x->chars >= x->length
+    if (x->status == PA_OAI_OK && x->chars >= x->length && !x->count_past
         && x->model_seen && x->salt_seen && x->pck_seen)
     {
         x->done = 1;

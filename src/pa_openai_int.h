@@ -109,6 +109,7 @@ typedef enum {
 typedef enum {
     PA_K_SKIP = 0,
     PA_K_TEXT,                 /* the key's text */
+    PA_K_PAST,                 /* text past the key: counted */
     PA_K_PEND,                 /* content before the role */
     PA_K_FIELD,                /* the hash of model or cache_salt */
     PA_K_BUF                   /* x->buf: a key or prompt_cache_key */
@@ -142,6 +143,7 @@ struct pa_oai_s {
     size_t               length;
     size_t               cap;
     size_t               chars;
+    size_t               past;         /* characters of text past it */
     size_t               scanned;
     size_t               pieces;       /* content/prompt pieces begun */
     size_t               depth;
@@ -195,6 +197,7 @@ struct pa_oai_s {
 
     unsigned             done:1;
     unsigned             hook_only:1;  /* the text is the hook's alone */
+    unsigned             count_past:1; /* to the end, counting "past" */
     unsigned             has_text:1;   /* messages or prompt seen */
     unsigned             in_key:1;
     unsigned             trail:1;      /* a string after the top value */

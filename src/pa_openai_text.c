@@ -16,7 +16,8 @@
 
 static void pa_oai_pend(pa_oai_t *x, const unsigned char *s, size_t n);
 static int pa_oai_pend_grow(pa_oai_t *x, size_t need);
-static void pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n);
+static size_t pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n);
+static void pa_oai_past(pa_oai_t *x, const unsigned char *s, size_t n);
 static void pa_oai_sep_out(pa_oai_t *x);
 static size_t pa_oai_cut(const unsigned char *s, size_t n, size_t want,
     size_t *chars);
@@ -32,12 +33,17 @@ pa_oai_data(pa_oai_t *x, const unsigned char *s, size_t n)
     switch (x->sink) {
 
     case PA_K_TEXT:
-        pa_oai_text(x, s, n);
+        m = pa_oai_text(x, s, n);
 
         if (x->chars >= x->length) {
-            x->sink = PA_K_SKIP;
+            x->sink = x->count_past ? PA_K_PAST : PA_K_SKIP;
+            pa_oai_past(x, s + m, n - m);
         }
 
+        break;
+
+    case PA_K_PAST:
+        pa_oai_past(x, s, n);
         break;
 
     case PA_K_PEND:
@@ -99,11 +105,15 @@ pa_oai_pend(pa_oai_t *x, const unsigned char *s, size_t n)
 
     want = x->length - x->chars - x->pend_chars;
 
-    if (want == 0) {
+    len = (want == 0) ? 0 : pa_oai_cut(s, n, want, &chars);
+
+    /* past the key: counted, as the rest of the body's text */
+
+    pa_oai_past(x, s + len, n - len);
+
+    if (len == 0) {
         return;
     }
-
-    len = pa_oai_cut(s, n, want, &chars);
 
     if (pa_oai_pend_grow(x, len) != 0) {
         return;
@@ -192,7 +202,7 @@ pa_oai_pend_grow(pa_oai_t *x, size_t need)
 void
 pa_oai_flush(pa_oai_t *x)
 {
-    size_t          len, seps;
+    size_t          m, len, seps;
     unsigned char  *p, *last;
 
     if (x->pend_len == 0) {
@@ -209,7 +219,10 @@ pa_oai_flush(pa_oai_t *x)
 
         x->pieces += seps;
 
-        pa_oai_text(x, p, len);
+        /* the role may have filled the key: the rest is past it */
+
+        m = pa_oai_text(x, p, len);
+        pa_oai_past(x, p + m, len - m);
         pa_oai_sep(x, PA_OAI_SEP_PIECE, seps);
 
         p += len;
@@ -238,15 +251,18 @@ pa_oai_pck(pa_oai_t *x)
 }
 
 
-/* hashes as much of s as the characters still wanted allow */
+/*
+ * hashes as much of s as the characters still wanted allow; returns
+ * how many bytes
+ */
 
-static void
+static size_t
 pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n)
 {
     size_t  len, chars;
 
     if (x->chars >= x->length || n == 0) {
-        return;
+        return 0;
     }
 
     len = pa_oai_cut(s, n, x->length - x->chars, &chars);
@@ -264,6 +280,25 @@ pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n)
     }
 
     x->chars += chars;
+
+    return len;
+}
+
+
+/* characters of text past the key, with pa_oai_count_past() */
+
+static void
+pa_oai_past(pa_oai_t *x, const unsigned char *s, size_t n)
+{
+    size_t  chars;
+
+    if (!x->count_past || n == 0) {
+        return;
+    }
+
+    (void) pa_oai_cut(s, n, (size_t) -1, &chars);
+
+    x->past += chars;
 }
 
 

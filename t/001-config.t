@@ -44,6 +44,61 @@ invalid "length" value "65537" in "prefix_aware", it must be a number from 1024 
 
 
 
+=== TEST 2a: with the index, length=4194305 is above the range
+--- http_config
+    upstream up {
+        prefix_aware length=4194305;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "length" value "4194305" in "prefix_aware", it must be a number from 1024 to 65536, or to 4194304 with the index
+
+
+
+=== TEST 2b: with the index, length=4194304 is accepted; index=off after it refuses it
+--- http_config
+    upstream up {
+        prefix_aware length=4194304;
+        server 127.0.0.1:1985;
+    }
+    upstream off {
+        prefix_aware length=65537 index=1m index=off;
+        server 127.0.0.1:1986;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "length" value "65537" in "prefix_aware", it must be a number from 1024 to 65536, or to 4194304 with the index
+
+
+
+=== TEST 2c: with the index, length=4194304 is accepted and routes
+--- http_config
+    upstream up {
+        prefix_aware length=4194304;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+POST /t
+hello
+--- response_body
+b1
+--- no_error_log
+[error]
+[emerg]
+
+
+
 === TEST 3: length=abc is not a number
 --- http_config
     upstream up {

@@ -45,6 +45,7 @@ typedef struct {
 
 
 static int  t_hook_only;        /* t_run_hook: pa_oai_hook_only() too */
+static int  t_past;             /* t_run_arena: pa_oai_count_past() */
 
 
 static pa_oai_rc_e t_run(const char *body, size_t len, size_t length,
@@ -67,6 +68,7 @@ static void test_splits(void);
 static void test_pck(void);
 static void test_fallbacks(void);
 static void test_early_stop(void);
+static void test_past(void);
 static void test_nomem(void);
 static void test_long(void);
 static void test_long_size(char *body, char *text, size_t size);
@@ -106,6 +108,7 @@ main(void)
     test_pck();
     test_fallbacks();
     test_early_stop();
+    test_past();
     test_nomem();
     test_long();
     test_hook();
@@ -115,6 +118,84 @@ main(void)
     ta_reset(&t_arena);
 
     return UNIT_DONE();
+}
+
+
+/*
+ * pa_oai_count_past(): the same key, the body read to its end, and the
+ * characters past the key are those a key of the whole text has more;
+ * separators are none
+ */
+
+static void
+test_past(void)
+{
+    size_t            i, j, k, len;
+    pa_oai_rc_e       rc;
+    pa_oai_result_t   r, key, all;
+
+    static const char  *bodies[] = {
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"system\","
+        "\"content\":\"You are a helpful assistant.\"},{\"role\":"
+        "\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+        "\"caf\u00e9 \\\"quoted\\\" \u4e2d\u6587\"}]}],"
+        "\"cache_salt\":\"s\",\"prompt_cache_key\":\"k\"}",
+        "{\"messages\":[{\"content\":\"before the role, long enough\","
+        "\"role\":\"user\"},{\"role\":\"assistant\",\"content\":"
+        "\"\xc3\xa9t\xc3\xa9 \xe2\x82\xac\"}],\"model\":\"m\"}",
+        "{\"prompt\":[\"one \",\"\",\"two three\",\"\",\"four\"],"
+        "\"model\":\"m\",\"cache_salt\":\"x\",\"prompt_cache_key\":\"y\"}",
+        "{\"model\":\"m\",\"prompt\":[[101,2023,2003,1037],[7592]]}",
+        "{\"model\":\"m\",\"prompt\":[\"\",\"\",\"\",\"\",\"\"]}",
+        NULL
+    };
+
+    static const size_t  lengths[] = { 1, 2, 5, 7, 16, 40, 1024 };
+    static const size_t  chunks[] = { 1, 3, 64 };
+
+    for (i = 0; bodies[i]; i++) {
+        len = strlen(bodies[i]);
+
+        rc = t_run(bodies[i], len, 1 << 20, 0, len, &all);
+        CHECK(rc == PA_OAI_DONE || all.status == PA_OAI_NO_TEXT);
+
+        for (j = 0; j < sizeof(lengths) / sizeof(lengths[0]); j++) {
+            for (k = 0; k < sizeof(chunks) / sizeof(chunks[0]); k++) {
+
+                t_past = 0;
+                (void) t_run(bodies[i], len, lengths[j], 0, chunks[k], &key);
+
+                t_past = 1;
+                (void) t_run(bodies[i], len, lengths[j], 0, chunks[k], &r);
+                t_past = 0;
+
+                CHECK(r.status == key.status);
+
+                if (r.status != PA_OAI_OK) {
+                    continue;
+                }
+
+                CHECK(r.hash == key.hash && r.chars == key.chars);
+                CHECK(r.scanned == len);
+                CHECK(r.chars + r.past == all.chars);
+                if (r.chars + r.past != all.chars) {
+                    fprintf(stderr, "body %zu length %zu chunk %zu: "
+                            "%zu + %zu != %zu\n", i, lengths[j], chunks[k],
+                            r.chars, r.past, all.chars);
+                }
+                CHECK(key.past == 0);
+            }
+        }
+    }
+
+    /* separators are no characters: a body of empty strings has none */
+
+    t_past = 1;
+    len = strlen(bodies[4]);
+    (void) t_run(bodies[4], len, 1, 0, len, &r);
+    t_past = 0;
+
+    CHECK(r.chars + r.past == 0);
 }
 
 
@@ -1894,6 +1975,10 @@ t_run_arena(ta_arena_t *ar, const unsigned char *body, size_t len,
     if (x == NULL) {
         res->status = PA_OAI_NOMEM;
         return PA_OAI_FALLBACK;
+    }
+
+    if (t_past) {
+        pa_oai_count_past(x);
     }
 
     rc = PA_OAI_MORE;
