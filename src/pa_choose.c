@@ -58,7 +58,7 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
 {
     int               over, scan;
     uint32_t          i, k, s, nseen;
-    uint64_t          tw, tweight, tin;
+    uint64_t          tw, tweight, tin, saved, total;
     pa_cand_t         c, best, least;
     pa_load_t         load;
     const pa_ring_t  *ring;
@@ -86,6 +86,7 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
     memset(&best, 0, sizeof(pa_cand_t));
     memset(&least, 0, sizeof(pa_cand_t));
     over = 0;
+    total = in->total_units ? in->total_units : in->units;
 
     /* the servers that hold a part of the prefix: the deepest in bounds */
 
@@ -113,7 +114,20 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
             continue;
         }
 
-        if (!pa_choose_within(in, &load, &c, tw, tweight, in->slack)) {
+        /*
+         * a holder may be over the bound by the prefill it saves: sent
+         * elsewhere, the request would add that much work there, as
+         * Dynamo's KV router weighs it.  A long history (an agent's)
+         * stays on its server while that server is not busier by more
+         * than the history; a document of a few blocks, by "slack"
+         */
+
+        saved = (uint64_t) in->depth[s] * in->block_units;
+        saved = (saved < total) ? saved : total;
+
+        if (!pa_choose_within(in, &load, &c, tw, tweight,
+                              (saved > in->slack) ? saved : in->slack))
+        {
             over = 1;
             continue;
         }

@@ -77,7 +77,8 @@ typedef struct {
     uint32_t            nservers;
     uint32_t            balance;      /* F x 100, 0: no relative bound */
     uint32_t            match;        /* % of units a match must cover */
-    uint64_t            slack;        /* work over the bound, a match */
+    uint64_t            slack;        /* work over the bound, a match;
+                                         or the prefill it saves, if more */
     uint64_t            threshold;    /* requests in flight, 0: no cap */
     pa_cold_e           cold;
     pa_place_e          place;

@@ -58,7 +58,7 @@ typedef struct {
     uint64_t         meta;          /* model + cache_salt alone */
     uint64_t         model;         /* XXH3 of the model's bytes, or 0 */
     size_t           chars;         /* characters of text hashed */
-    size_t           past;          /* of text past them, see below */
+    size_t           past;          /* bytes of text past them, below */
     size_t           scanned;       /* body bytes given to the parser */
 
     unsigned         has_model:1;   /* "model" is a top-level string */
@@ -115,9 +115,9 @@ void pa_oai_hook_only(pa_oai_t *x);
 
 /*
  * Optional, before the first feed: the body is read to its end (unless a
- * scan cap stops it) and the characters of text past the first "length"
- * are counted in the result's "past", as the key's are: the separators
- * are no characters.  The key is the same.
+ * scan cap stops it) and the text past the first "length" characters is
+ * counted in the result's "past", in UTF-8 bytes: the separators are
+ * none.  The key is the same.
  */
 void pa_oai_count_past(pa_oai_t *x);
 

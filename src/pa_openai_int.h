@@ -143,7 +143,7 @@ struct pa_oai_s {
     size_t               length;
     size_t               cap;
     size_t               chars;
-    size_t               past;         /* characters of text past it */
+    size_t               past;         /* bytes of text past it */
     size_t               scanned;
     size_t               pieces;       /* content/prompt pieces begun */
     size_t               depth;

@@ -3,7 +3,7 @@
 # work as the server's whole cache.
 #
 # Two servers, the defaults (index=auto, block=128, capacity=262144 tokens:
-# 8,192 blocks a server, length=32768).  A tenant's chat of 8,192
+# 8,192 blocks a server, length=524288).  A tenant's chat of 8,192
 # characters twice: the second matches its 64 blocks on the first's server
 # ($prefix_aware_depth 64).  Then {"model":"m","prompt":["","",...]} of
 # 9 MB: 3 million empty strings, each a separator in the key's text and

@@ -155,7 +155,7 @@ is $ix->{depth}{buckets}[0], $short_depth ? 12 : 13,
    'the first members matched nothing (and the 300-byte body, off its '
    . 'holder)';
 is $ix->{match}, 60, 'match 60 by default';
-is $json->{upstreams}{v4}{length}, 32768, 'length 32768 by default with index';
+is $json->{upstreams}{v4}{length}, 524288, 'length 524288 by default with index';
 is $json->{upstreams}{v1}{length}, 4096, '... 4096 as given without';
 ok $ix->{used} > 0 && $ix->{used} <= $ix->{entries},
    "the index holds $ix->{used} of $ix->{entries} entries";

@@ -1,7 +1,7 @@
 # Routing v2 by default: "prefix_aware;" is "index=auto".  The zone is
 # sized for the servers' caches (32 bytes for each block of 128 units of
 # "capacity" tokens, 4 units a token, rounded up to a power of two, 1m to
-# 64m); the index matches 32768 units deep; a request routed twice goes
+# 64m); the index matches 524288 units deep; a request routed twice goes
 # where its prefix went and matches it.  "index=auto" is off, with a
 # notice, in an upstream of over 1024 servers (and with "resolve",
 # t/090-resolve.t): it routes as "index=off" does, at index=off's default
@@ -85,7 +85,7 @@ my $up = $st->{upstreams};
 ok $up->{dflt}{index}, 'prefix_aware; has an index';
 is $up->{dflt}{index}{size}, 1048576,
    '... of 1m (4 x 262144 tokens: 32768 blocks, 1 MB)';
-is $up->{dflt}{length}, 32768, '... matched 32768 units deep';
+is $up->{dflt}{length}, 524288, '... matched 524288 units deep';
 is $up->{auto}{index}{size}, 4194304,
    'capacity=1000000: 4m (4 x 1000000 tokens: 125000 blocks, 4 MB)';
 is $up->{auto}{length}, 8192, '... at the length given';

@@ -89,7 +89,7 @@ $text =~ s/\s+/ /g;
 
 like $text, qr/2 upstreams, 2 workers, updated/, 'the page read the JSON';
 unlike $dom, qr/<div id="err" class="err">[^<]/, 'no error shown';
-like $text, qr/upstream llm length 32768, threshold 10, keyed 3/, 'upstream llm';
+like $text, qr/upstream llm length 524288, threshold 10, keyed 3/, 'upstream llm';
 like $text, qr/upstream plain .* index off/, 'upstream plain, without index';
 
 # the rows of upstream llm (b1 is in upstream plain too)

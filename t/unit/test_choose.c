@@ -265,38 +265,51 @@ test_bounds(void)
 
     /*
      * exactly at the bound is within: the server's work before the
-     * request, per weight, against F times the mean with it,
-     * 1000 * 8 <= 4 * (1000 + x + 500)
+     * request, per weight, against F times the mean with it, plus the
+     * prefill its match saves (5 blocks, 500 units: sent elsewhere, the
+     * request would cost that much more there),
+     * 2000 * 8 <= 4 * (2000 + x + 500) + 8 * 500
      */
     setup(&in, &cl, depth, found);
     depth[2] = 5;
     set_found(&in, depth, found);
     in.balance = 400;
-    cl.work[2] = 1000;
-    cl.work[0] = 500;                   /* 4 * 2000 = 8000 */
+    cl.work[2] = 2000;
+    cl.work[0] = 500;                   /* 4 * 3000 + 4000 = 16000 */
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 2);
 
-    cl.work[0] = 499;                   /* 4 * 1999 < 8000: over */
+    cl.work[0] = 499;                   /* 4 * 2999 + 4000 < 16000: over */
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 2);
 
     /* the caller's totals are used as given */
     in.totals = 1;
-    in.total_work = 1500;
+    in.total_work = 2500;
     in.total_weight = 8;
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 2);
 
-    /* "slack" more work is within: 1000 <= 4 * 1999 / 8 + 1 */
+    /*
+     * "slack" more work is within where it is more than the match
+     * saves: 2000 <= 4 * 2999 / 8 + 501
+     */
     in.totals = 0;
-    in.slack = 1;
+    in.slack = 501;
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 2);
 
-    in.slack = 0;
+    in.slack = 499;
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 2);
+
+    /* what a match saves is at most the prompt: 5 blocks of 300 units */
+    in.slack = 0;
+    in.units = 300;
+    cl.work[0] = 1200;      /* 4 * 3200 + 8 * 300 < 16000 (500: over) */
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 2);
+    in.units = 1000;
 
     /* an idle cluster accepts, whatever F */
     setup(&in, &cl, depth, found);
@@ -708,20 +721,20 @@ test_weights(void)
     CHECK(ch.server == 5);
 
     /*
-     * the relative bound per weight: server 2 holds a block, has 1000
-     * in flight and the request costs it 900; the mean with the request
-     * is (7150 + 900) / 9 = 894.4 per weight, F = 1.12 gives 1001.8 >=
-     * 1000: within
+     * the relative bound per weight: server 2 holds a block (100 units
+     * saved), has 1100 in flight and the request costs it 900; the mean
+     * with the request is (7250 + 900) / 9 = 905.6 per weight, F = 1.11
+     * gives 1005.2 + 100 >= 1100: within
      */
-    in.balance = 112;
+    in.balance = 111;
     depth[2] = 1;
     set_found(&in, depth, found);
-    cl.work[2] = 1000;
+    cl.work[2] = 1100;
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 2 && ch.cost == 900);
 
-    /* F = 1.11 gives 992.8 < 1000: over, server 5 has room */
-    in.balance = 111;
+    /* F = 1.10 gives 996.1 + 100 < 1100: over, server 5 has room */
+    in.balance = 110;
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_SPILL && ch.server == 5);
 }
