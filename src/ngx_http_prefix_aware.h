@@ -385,7 +385,6 @@ typedef struct {
     pa_usage_t                             usage;
     int64_t                                age;       /* of the depth */
     uint32_t                               fb_id;     /* index id */
-    uint32_t                               fb_depth;
 
     /* "resolve": the view the scratch above is for, its room, its pool */
     ngx_uint_t                             view;

@@ -36,7 +36,6 @@ ngx_http_prefix_aware_feedback_start(ngx_http_prefix_aware_peer_data_t *pd,
 
     pd->feedback = 1;
     pd->fb_id = pacf->id[server];
-    pd->fb_depth = pd->depth;
     pd->age = age;
 
     pa_usage_init(&pd->usage);
@@ -86,9 +85,9 @@ ngx_http_prefix_aware_feedback_body(ngx_http_request_t *r,
         ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "prefix_aware feedback: %uL cached tokens, %uL of "
                        "%uD blocks predicted %L old",
-                       tokens, reused, pd->fb_depth, pd->age);
+                       tokens, reused, pd->depth, pd->age);
 
-        pa_index_feedback(&pacf->index, pd->fb_id, pd->fb_depth, pd->age,
+        pa_index_feedback(&pacf->index, pd->fb_id, pd->depth, pd->age,
                           reused);
         return;
     }
