@@ -15,8 +15,8 @@ Arms, each with a fresh nginx, run in turn and repeated ROUNDS times:
 
     random        upstream with nginx's "random"
     prefix_aware  upstream with "prefix_aware" (the default: the index
-                  on, length=32768, so the request holds its blocks'
-                  hashes for as long as it lasts)
+                  on, so the request holds its blocks' hashes, 8 bytes
+                  a block of its body, for as long as it lasts)
     index_off     upstream with "prefix_aware index=off length=4096"
                   (SageMaker's semantics: one key, no blocks)
 

@@ -86,6 +86,14 @@
 #define NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH    524288
 #define NGX_HTTP_PREFIX_AWARE_LENGTH_MAX      65536
 #define NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH_MAX  4194304
+
+/*
+ * a match may be over the work bound by one cold request of this many
+ * units (or what it saves, if more): 65536, where the default length
+ * took it to in December 2026, cost multi-tenant chat 5 points of hit
+ * rate on a seed of three
+ */
+#define NGX_HTTP_PREFIX_AWARE_SLACK           32768
 #define NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MIN  (1024 * 1024)
 #define NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MAX  (64 * 1024 * 1024)
 #define NGX_HTTP_PREFIX_AWARE_RING_LENGTH     4096

@@ -603,7 +603,7 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
     in.cold = pacf->cold;
     in.place = pacf->place;
     in.match = (uint32_t) pacf->match;
-    in.slack = ngx_min(pacf->length, NGX_HTTP_PREFIX_AWARE_LENGTH_MAX)
+    in.slack = ngx_min(pacf->length, NGX_HTTP_PREFIX_AWARE_SLACK)
                + NGX_HTTP_PREFIX_AWARE_DECODE;
     in.ring = &pacf->ring;
     in.probe = ngx_http_prefix_aware_index_probe;
