@@ -25,7 +25,7 @@ use Test::More;
 use JSON::PP ();
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use PrefixAware::Scenario qw(free_port);
+use PrefixAware::Scenario qw(free_port rnd);
 
 my %port = map { $_ => free_port() } qw(b1 b2 b3 b4);
 
@@ -70,7 +70,6 @@ $ng->start($http);
 
 srand(60);
 
-sub rnd { join '', map { chr(97 + int rand 26) } 1 .. $_[0] }
 
 # 12 families: a shared 1,900-byte beginning, then 1,000 bytes of their own
 my @family = map { rnd(1900) } 1 .. 12;

@@ -17,7 +17,7 @@ use warnings;
 use Test::More;
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use PrefixAware::Scenario qw(free_port);
+use PrefixAware::Scenario qw(free_port rnd);
 
 my %port = map { $_ => free_port() } qw(b1 b2 b3 b4);
 
@@ -47,7 +47,6 @@ $nb->start(http($nb->port, qw(b4 b2 b1 b3)));
 
 srand(61);
 
-sub rnd { join '', map { chr(97 + int rand 26) } 1 .. $_[0] }
 
 my $system = rnd(1000);
 my @stream;

@@ -25,7 +25,7 @@ use Test::More;
 use JSON::PP ();
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use PrefixAware::Scenario qw(free_port wait_until);
+use PrefixAware::Scenario qw(free_port wait_until rnd);
 
 my %port = map { $_ => free_port() } qw(b1 b2 b3 b4);
 my %name = map { ("127.0.0.1:$port{$_}" => $_) } keys %port;
@@ -62,7 +62,6 @@ _EOC_
 
 srand(62);
 
-sub rnd { join '', map { chr(97 + int rand 26) } 1 .. $_[0] }
 
 # the cold home of 64 bodies of 6,000 bytes
 my %by_home;

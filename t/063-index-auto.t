@@ -14,7 +14,7 @@ use Test::More;
 use JSON::PP ();
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use PrefixAware::Scenario qw(free_port);
+use PrefixAware::Scenario qw(free_port rnd);
 
 my %port = map { $_ => free_port() } qw(b1 b2 b3 b4);
 
@@ -98,7 +98,6 @@ is $up->{many_length}{length}, 2048, '... at the length given';
 
 # the default routes by the index: the second request matches the first
 
-sub rnd { join '', map { chr(97 + int rand 26) } 1 .. $_[0] }
 
 srand(63);
 

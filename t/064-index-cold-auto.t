@@ -23,7 +23,7 @@ use Test::More;
 use JSON::PP ();
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use PrefixAware::Scenario qw(free_port);
+use PrefixAware::Scenario qw(free_port rnd);
 
 my %port = map { $_ => free_port() } qw(b1 b2 b3 b4);
 
@@ -65,7 +65,6 @@ _EOC_
 
 srand(64);
 
-sub rnd { join '', map { chr(97 + int rand 26) } 1 .. $_[0] }
 
 sub send_body {
     my ($path, $body) = @_;

@@ -24,7 +24,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use PrefixAware::Scenario qw(free_port wait_until);
+use PrefixAware::Scenario qw(free_port wait_until rnd);
 
 my %port = map { $_ => free_port() } qw(b1 b2 b3 b4);
 
@@ -266,7 +266,6 @@ ok waits(sub { (engines('small')->{b4}{index_capacity} // 0) == 1024 }, 2),
     'small: the engine reports 1024 tokens';
 
 srand(66);
-sub rnd { join '', map { chr(97 + int rand 26) } 1 .. $_[0] }
 
 sub depth {
     my ($path, $body) = @_;

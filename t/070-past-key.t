@@ -16,7 +16,7 @@ use Test::More;
 use JSON::PP ();
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use PrefixAware::Scenario qw(free_port wait_until ID_HEADER);
+use PrefixAware::Scenario qw(free_port wait_until rnd ID_HEADER);
 
 my %port = map { $_ => free_port() } qw(b1 b2);
 
@@ -62,8 +62,6 @@ _EOC_
 
 srand(70);
 
-sub text { join '', map { chr(97 + int rand 26) } 1 .. $_[0] }
-
 sub chat {
     '{"model":"m","messages":[{"role":"user","content":"' . $_[0] . '"}]}'
 }
@@ -91,7 +89,7 @@ sub held_work {
 }
 
 # 5,000 characters of content and "user": 1,024 units of key, 3,980 past
-my $t = text(5000);
+my $t = rnd(5000);
 my ($w, $status, $depth) = held_work('short', '/short/v1/chat/completions',
                                      chat($t));
 is $status, 200, 'a chat longer than its key is answered';
@@ -114,7 +112,7 @@ is $w, 8000 + 512 + 2000, 'a raw body counts all its bytes'
 
 # separators are no units past the key either: 200,000 empty strings
 # after 2,000 characters count 2,000 units
-my $seps = '{"model":"m","prompt":["' . text(2000) . '",'
+my $seps = '{"model":"m","prompt":["' . rnd(2000) . '",'
            . join(',', ('""') x 200000) . ']}';
 ($w, $status) = held_work('short', '/short/v1/completions', $seps);
 is $w, 2000 + 512 + 500, 'empty strings past the key count nothing'
@@ -123,7 +121,7 @@ is $w, 2000 + 512 + 500, 'empty strings past the key count nothing'
 # a key longer than 65,536 units with the index: a 300,000-character
 # history matches to its end (2,343 blocks of 128), where 65,536 units
 # would stop at 512 blocks
-my $history = text(300000);
+my $history = rnd(300000);
 my (@up, @depth);
 for (1 .. 2) {
     my $r = $ng->request(POST => '/long/v1/chat/completions',
@@ -141,7 +139,7 @@ is_deeply \@depth, [ 0, int(300004 / 128) ],
 
 # and a tool result appended: the history's blocks match, the rest is new
 my $r = $ng->request(POST => '/long/v1/chat/completions',
-                     body => chat($history . text(20000)),
+                     body => chat($history . rnd(20000)),
                      headers => [ ID_HEADER, 'agent',
                                   'Content-Type', 'application/json' ],
                      timeout => 30);

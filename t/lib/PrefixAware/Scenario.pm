@@ -31,9 +31,12 @@ use POSIX qw(WNOHANG);
 use Time::HiRes qw(time sleep);
 use Test::More ();
 
-our @EXPORT_OK = qw(free_port wait_until ID_HEADER);
+our @EXPORT_OK = qw(free_port wait_until rnd ID_HEADER);
 
 use constant ID_HEADER => 'X-Amzn-SageMaker-Prefix-Aware-Id';
+
+# N random lowercase letters, from Perl's rand (seed it with srand)
+sub rnd { join '', map { chr(97 + int rand 26) } 1 .. $_[0] }
 
 our $Binary  = $ENV{TEST_NGINX_BINARY} || 'nginx';
 our $Modules = $ENV{TEST_NGINX_LOAD_MODULES} // '';
