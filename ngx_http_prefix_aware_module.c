@@ -674,9 +674,9 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_http_prefix_aware_srv_conf_t  *pacf = conf;
 
     char                            *rv;
-    ngx_int_t                        rc, v;
-    ngx_str_t                       *value, s;
-    ngx_uint_t                       i, length;
+    ngx_int_t                        rc;
+    ngx_str_t                       *value, *length, s;
+    ngx_uint_t                       i;
     ngx_http_upstream_server_t      *server;
     ngx_http_upstream_srv_conf_t    *uscf;
 
@@ -685,7 +685,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     pacf->length = NGX_HTTP_PREFIX_AWARE_LENGTH;
-    length = 0;
+    length = NULL;
     pacf->threshold = 10;
     pacf->format = NGX_HTTP_PREFIX_AWARE_FORMAT_AUTO;
     pacf->index_size = NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MIN;
@@ -707,18 +707,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     for (i = 1; i < cf->args->nelts; i++) {
 
         if (ngx_strncmp(value[i].data, "length=", 7) == 0) {
-            v = ngx_atoi(value[i].data + 7, value[i].len - 7);
-
-            if (v == NGX_ERROR || v < 1024
-                || v > NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH_MAX)
-            {
-                goto bad_length;
-            }
-
-            pacf->length = (ngx_uint_t) v;
-
-            length = 1;
-
+            length = &value[i];
             continue;
         }
 
@@ -790,33 +779,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
-    /* the index matches deeper than one key: by default, 32768 units */
-
-    if (pacf->index_size && !length) {
-        pacf->length = NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH;
-    }
-
-    pacf->length_set = length;
-
-    /* SageMaker's keys are at most 65536 units; longer ones are matched */
-
-    if (!pacf->index_size && pacf->length > NGX_HTTP_PREFIX_AWARE_LENGTH_MAX)
-    {
-        for (i = cf->args->nelts - 1; i > 0; i--) {
-            if (ngx_strncmp(value[i].data, "length=", 7) == 0) {
-                goto bad_length;
-            }
-        }
-    }
-
-    /* the index records whole blocks of the key's first "length" units */
-
-    if (pacf->index_size && pacf->block > pacf->length) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"block=%ui\" in \"prefix_aware\" is larger "
-                           "than \"length=%ui\": the index would hold no "
-                           "block, lower \"block\" or raise \"length\"",
-                           pacf->block, pacf->length);
+    if (ngx_http_prefix_aware_index_length(cf, pacf, length) != NGX_OK) {
         return NGX_CONF_ERROR;
     }
 
@@ -852,17 +815,6 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                   |NGX_HTTP_PREFIX_AWARE_MODIFY;
 
     return NGX_CONF_OK;
-
-bad_length:
-
-    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                       "invalid \"length\" value \"%s\" in \"prefix_aware\", "
-                       "it must be a number from 1024 to %d, or to %d with "
-                       "the index", value[i].data + 7,
-                       NGX_HTTP_PREFIX_AWARE_LENGTH_MAX,
-                       NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH_MAX);
-
-    return NGX_CONF_ERROR;
 }
 
 

@@ -669,6 +669,8 @@ ngx_int_t ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value);
 ngx_int_t ngx_http_prefix_aware_index_add(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf);
+ngx_int_t ngx_http_prefix_aware_index_length(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value);
 void ngx_http_prefix_aware_index_off(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf, char *why);
 ngx_int_t ngx_http_prefix_aware_index_choose(

@@ -270,6 +270,61 @@ ngx_http_prefix_aware_index_word(ngx_conf_t *cf, ngx_str_t *value,
 
 
 /*
+ * "length=" ("value", NULL if not given), once every parameter was read:
+ * 1024..65536 units as SageMaker's PrefixLength, to 4194304 with the
+ * index, which matches long prompts to their end; with the index, 524288
+ * by default, and at least one block
+ */
+
+ngx_int_t
+ngx_http_prefix_aware_index_length(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value)
+{
+    ngx_int_t  v, max;
+
+    pacf->length_set = (value != NULL);
+
+    if (value == NULL) {
+        if (pacf->index_size) {
+            pacf->length = NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH;
+        }
+
+    } else {
+        max = pacf->index_size ? NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH_MAX
+                               : NGX_HTTP_PREFIX_AWARE_LENGTH_MAX;
+
+        v = ngx_atoi(value->data + 7, value->len - 7);
+
+        if (v == NGX_ERROR || v < 1024 || v > max) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid \"length\" value \"%s\" in "
+                               "\"prefix_aware\", it must be a number from "
+                               "1024 to %d, or to %d with the index",
+                               value->data + 7,
+                               NGX_HTTP_PREFIX_AWARE_LENGTH_MAX,
+                               NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH_MAX);
+            return NGX_ERROR;
+        }
+
+        pacf->length = (ngx_uint_t) v;
+    }
+
+    /* the index records whole blocks of the key's first "length" units */
+
+    if (pacf->index_size && pacf->block > pacf->length) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"block=%ui\" in \"prefix_aware\" is larger "
+                           "than \"length=%ui\": the index would hold no "
+                           "block, lower \"block\" or raise \"length\"",
+                           pacf->block, pacf->length);
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/*
  * index=auto, the default, is off where the index cannot follow the
  * servers (servers with "resolve", over 1024 servers): the upstream routes
  * as with index=off, at index=off's default length unless one is given
