@@ -190,3 +190,24 @@ fuzz-usage: $(FUZZ_USAGE_BIN)
 
 fuzz-usage-smoke: $(FUZZ_USAGE_BIN)
 	$(call fuzz_smoke,fuzz-usage-smoke,$(FUZZ_USAGE_RUN),5)
+
+# libFuzzer on src/pa_sync.c (the datagrams hosts send each other,
+# prefix_aware_sync) for FUZZ_SECONDS; new inputs in
+# $(BUILD)/fuzz/corpus-sync; make test runs it for 5 seconds
+# (fuzz-sync-smoke)
+FUZZ_SYNC_BIN   = $(BUILD)/fuzz/fuzz_sync
+FUZZ_SYNC_WORK  = $(BUILD)/fuzz/corpus-sync
+FUZZ_SYNC_RUN   = $(FUZZ_SYNC_BIN) -max_len=1400 -timeout=10 \
+                  -print_final_stats=1 $(FUZZ_SYNC_WORK) fuzz/corpus/sync
+
+.PHONY: fuzz-sync fuzz-sync-smoke
+
+$(FUZZ_SYNC_BIN): fuzz/fuzz_sync.c src/pa_sync.c src/pa_sync.h | fuzz-deps
+	@mkdir -p $(BUILD)/fuzz $(FUZZ_SYNC_WORK)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_sync.c src/pa_sync.c
+
+fuzz-sync: $(FUZZ_SYNC_BIN)
+	$(FUZZ_SYNC_RUN) -max_total_time=$(FUZZ_SECONDS)
+
+fuzz-sync-smoke: $(FUZZ_SYNC_BIN)
+	$(call fuzz_smoke,fuzz-sync-smoke,$(FUZZ_SYNC_RUN),5)

@@ -1,0 +1,73 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * libFuzzer target of src/pa_sync.c (make fuzz-sync): any bytes as a
+ * datagram of prefix_aware_sync, read twice: as they are (the tag must
+ * refuse them) and with a good tag written over their last 8 bytes, so
+ * that the entries' reader meets every shape a writer with the key could
+ * send.  Every entry read keeps n <= PA_SYNC_MAX_HASHES, cached <= n <=
+ * size; and (ASan) nothing is read past the datagram.
+ */
+
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "pa_sync.h"
+
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
+
+
+int
+LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
+{
+    int               rc;
+    uint64_t          tag, hashes[PA_SYNC_MAX_HASHES];
+    unsigned char    *copy;
+    pa_sync_key_t     key;
+    pa_sync_msg_t     m;
+    pa_sync_load_t    l;
+    pa_sync_record_t  r;
+
+    key.k0 = 0x0706050403020100ULL;
+    key.k1 = 0x0f0e0d0c0b0a0908ULL;
+
+    copy = malloc(size ? size : 1);
+    if (copy == NULL) {
+        abort();
+    }
+
+    memcpy(copy, data, size);
+
+    (void) pa_sync_open(&m, copy, size, &key, 0);
+
+    if (size >= PA_SYNC_HEAD + PA_SYNC_TAG && size <= PA_SYNC_MTU) {
+        tag = pa_siphash(&key, copy, size - PA_SYNC_TAG);
+        memcpy(copy + size - PA_SYNC_TAG, &tag, 8);   /* little-endian */
+
+        /* the upstream as the datagram says, so that the entries are read */
+
+        memcpy(&tag, copy + 16, 8);
+        rc = pa_sync_open(&m, copy, size, &key, tag);
+
+        if (rc == PA_SYNC_OK) {
+            while ((rc = pa_sync_next_record(&m, &r, hashes)) == 1) {
+                if (r.n > PA_SYNC_MAX_HASHES || r.cached > r.n
+                    || r.size < r.n)
+                {
+                    abort();
+                }
+            }
+
+            while ((rc = pa_sync_next_load(&m, &l)) == 1) {
+                /* void */
+            }
+        }
+    }
+
+    free(copy);
+
+    return 0;
+}

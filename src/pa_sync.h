@@ -1,0 +1,146 @@
+
+/*
+ * Copyright (C) The ngx_http_prefix_aware_module authors.
+ *
+ * What nginx hosts in front of the same engines tell each other
+ * (prefix_aware_sync): the blocks each recorded for a server, and each
+ * one's requests and work in flight on every server.  One message is one
+ * UDP datagram of at most PA_SYNC_MTU bytes, authenticated with a
+ * SipHash-2-4 tag under a key the hosts share; a receiver refuses a
+ * datagram whose tag, length or upstream does not check before it reads
+ * anything else of it.  Little-endian on the wire.  Plain C, no nginx
+ * headers.
+ *
+ *   head (32):  magic u32, version u8, type u8, count u16,
+ *               sender u64, upstream u64, sent u64 (milliseconds)
+ *   record:     server u64, n u16, cached u16, size u32, n x hash u64
+ *   load:       server u64, inflight u32, 0 u32, work u64
+ *   tag (8):    SipHash-2-4 of everything before it
+ *
+ * "server" is the hash of the server's name in the upstream (XXH3 of
+ * "10.0.0.1:8000"), so hosts whose "server" lines are in another order
+ * agree; "sender" is a random number of the host's upstream, so a host
+ * that hears itself (the same peer list on every host) knows it.
+ */
+
+
+#ifndef _PA_SYNC_H_INCLUDED_
+#define _PA_SYNC_H_INCLUDED_
+
+
+#include <stddef.h>
+#include <stdint.h>
+
+
+#define PA_SYNC_MAGIC        0x79736170u        /* "pasy" */
+#define PA_SYNC_VERSION      1
+#define PA_SYNC_MTU          1400               /* no IP fragments */
+#define PA_SYNC_HEAD         32
+#define PA_SYNC_TAG          8
+#define PA_SYNC_RECORD_HEAD  16
+#define PA_SYNC_LOAD_SIZE    24
+
+/* the most hashes one record entry of a datagram carries */
+#define PA_SYNC_MAX_HASHES                                                    \
+    ((PA_SYNC_MTU - PA_SYNC_HEAD - PA_SYNC_TAG - PA_SYNC_RECORD_HEAD) / 8)
+
+#define PA_SYNC_RECORDS      1
+#define PA_SYNC_LOAD         2
+
+/* why a datagram is refused */
+#define PA_SYNC_OK           0
+#define PA_SYNC_ESIZE        1
+#define PA_SYNC_EMAGIC       2
+#define PA_SYNC_ETAG         3
+#define PA_SYNC_EVERSION     4
+#define PA_SYNC_EUPSTREAM    5
+#define PA_SYNC_ETYPE        6
+
+
+typedef struct {
+    uint64_t              k0;
+    uint64_t              k1;
+} pa_sync_key_t;
+
+
+/* a datagram being written, in a buffer of PA_SYNC_MTU bytes */
+typedef struct {
+    unsigned char        *buf;
+    size_t                len;
+    unsigned              count;
+    int                   type;
+} pa_sync_dgram_t;
+
+
+/* a datagram being read */
+typedef struct {
+    int                   type;
+    unsigned              count;
+    unsigned              left;
+    uint64_t              sender;
+    uint64_t              upstream;
+    uint64_t              sent;
+    const unsigned char  *p;
+    const unsigned char  *end;
+} pa_sync_msg_t;
+
+
+typedef struct {
+    uint64_t              server;
+    uint32_t              n;
+    uint32_t              cached;
+    uint32_t              size;
+} pa_sync_record_t;
+
+
+typedef struct {
+    uint64_t              server;
+    uint32_t              inflight;
+    uint64_t              work;
+} pa_sync_load_t;
+
+
+uint64_t pa_siphash(const pa_sync_key_t *key, const void *data, size_t len);
+
+/* the key of a shared secret of any length (XXH3-128 of it) */
+void pa_sync_key(pa_sync_key_t *key, const void *secret, size_t len);
+
+void pa_sync_begin(pa_sync_dgram_t *d, unsigned char *buf, int type,
+    uint64_t sender, uint64_t upstream, uint64_t sent);
+
+/*
+ * appends the blocks "*from".."n" - 1 of a record of "n" blocks, "cached"
+ * of them held, "size" blocks of cache taken (pa_index_record_size()),
+ * as many as fit, and moves "*from" past them: a record split over
+ * datagrams ages its server as much as the whole one.  returns 1 when
+ * the record is all written, 0 when the datagram is full.
+ */
+int pa_sync_put_record(pa_sync_dgram_t *d, uint64_t server,
+    const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t size,
+    uint32_t *from);
+
+/* returns 0, or -1 when the datagram is full */
+int pa_sync_put_load(pa_sync_dgram_t *d, uint64_t server, uint32_t inflight,
+    uint64_t work);
+
+/* writes the count and the tag; returns the datagram's length */
+size_t pa_sync_seal(pa_sync_dgram_t *d, const pa_sync_key_t *key);
+
+/* checks a datagram; PA_SYNC_OK, or why it is refused */
+int pa_sync_open(pa_sync_msg_t *m, const unsigned char *p, size_t len,
+    const pa_sync_key_t *key, uint64_t upstream);
+
+/*
+ * the next entry of a checked datagram: 1, 0 at the end, -1 if it is
+ * malformed (a datagram of a writer with the key and a bug: the entries
+ * before it stand).  a record's hashes go to "hashes", room for
+ * PA_SYNC_MAX_HASHES
+ */
+int pa_sync_next_record(pa_sync_msg_t *m, pa_sync_record_t *r,
+    uint64_t *hashes);
+int pa_sync_next_load(pa_sync_msg_t *m, pa_sync_load_t *l);
+
+const char *pa_sync_error(int rc);
+
+
+#endif /* _PA_SYNC_H_INCLUDED_ */
