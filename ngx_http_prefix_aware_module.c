@@ -55,6 +55,13 @@ static ngx_command_t  ngx_http_prefix_aware_commands[] = {
       0,
       NULL },
 
+    { ngx_string("prefix_aware_sync"),
+      NGX_HTTP_UPS_CONF|NGX_CONF_2MORE,
+      ngx_http_prefix_aware_sync,
+      NGX_HTTP_SRV_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("prefix_aware_status"),
       NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
       ngx_http_prefix_aware_status,
@@ -161,6 +168,10 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
 done:
 
     if (ngx_http_prefix_aware_engine_init(cf, pacf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    if (ngx_http_prefix_aware_sync_init(cf, pacf) != NGX_OK) {
         return NGX_ERROR;
     }
 

@@ -26,6 +26,7 @@
 #include "pa_models.h"
 #include "pa_prom.h"
 #include "pa_usage.h"
+#include "pa_sync.h"
 
 
 /*
@@ -151,6 +152,11 @@ typedef struct ngx_http_prefix_aware_engine_s
     ngx_http_prefix_aware_engine_t;
 typedef struct ngx_http_prefix_aware_get_s
     ngx_http_prefix_aware_get_t;
+typedef struct ngx_http_prefix_aware_sync_s
+    ngx_http_prefix_aware_sync_t;
+
+/* prefix_aware_sync: the other hosts a host keeps the load of */
+#define NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS      16
 
 
 struct ngx_http_prefix_aware_shm_server_s {
@@ -177,6 +183,13 @@ struct ngx_http_prefix_aware_shm_server_s {
     ngx_atomic_t                           engine_rejected;
     ngx_atomic_t                           engine_failing;
     ngx_atomic_t                           engine_nocapacity;
+
+    /* the other hosts' requests and work on it, in all, and by host */
+    ngx_atomic_t                           sync_inflight;
+    ngx_atomic_t                           sync_work;
+    ngx_atomic_int_t           sync_host_inflight[
+                                             NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS];
+    ngx_atomic_int_t           sync_host_work[NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS];
 };
 
 
@@ -192,6 +205,13 @@ struct ngx_http_prefix_aware_shm_upstream_s {
     /* metrics=: the round's lock, and the polls made */
     ngx_atomic_t                           engine_polled;
     ngx_atomic_t                           engine_polls;
+    /* prefix_aware_sync: this host's id, the hosts heard (sync.c) */
+    ngx_atomic_t                           sync_id;
+    ngx_atomic_t                           sync_lock;
+    ngx_atomic_t                           sync_ticked;
+    ngx_atomic_t                           sync_count[8];
+    uint64_t                   sync_host[NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS];
+    ngx_msec_t                 sync_heard[NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS];
     ngx_uint_t                             refs;      /* configurations */
     ngx_http_prefix_aware_shm_server_t    *servers;
     ngx_http_prefix_aware_shm_upstream_t  *next;
@@ -344,6 +364,10 @@ typedef struct {
     ngx_str_t                              metrics_uri;
     ngx_msec_t                             metrics_interval;
     ngx_http_prefix_aware_engine_t        *engine;
+
+    /* prefix_aware_sync, or NULL; load= 0 off, 1 work, 2 on (requests) */
+    ngx_http_prefix_aware_sync_t          *sync;
+    ngx_uint_t                             sync_load;
 } ngx_http_prefix_aware_srv_conf_t;
 
 
@@ -732,6 +756,25 @@ void ngx_http_prefix_aware_engine_json_server(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t j,
     ngx_http_prefix_aware_writer_t *w);
 void ngx_http_prefix_aware_engine_prometheus(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w);
+
+/* ngx_http_prefix_aware_sync.c */
+char *ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+ngx_int_t ngx_http_prefix_aware_sync_init(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf);
+void ngx_http_prefix_aware_sync_start(ngx_cycle_t *cycle,
+    ngx_http_prefix_aware_main_conf_t *pamcf);
+void ngx_http_prefix_aware_sync_record(ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_uint_t server, uint64_t *blocks, uint32_t n, uint32_t cached,
+    uint32_t size);
+void ngx_http_prefix_aware_sync_json(ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_http_prefix_aware_writer_t *w);
+void ngx_http_prefix_aware_sync_json_server(
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t j,
+    ngx_http_prefix_aware_writer_t *w);
+void ngx_http_prefix_aware_sync_prometheus(
     ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
     ngx_http_prefix_aware_writer_t *w);
 

@@ -732,6 +732,13 @@ ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
 
     ngx_http_prefix_aware_feedback_start(pd, server, age);
 
+    if (pacf->sync) {
+        ngx_http_prefix_aware_sync_record(pacf, server, pd->blocks,
+                                          pd->nblocks, pd->depth,
+                                          (uint32_t) ngx_min(size,
+                                                             0x7fffffff));
+    }
+
     ngx_atomic_fetch_add(&s->work, (ngx_atomic_int_t) pd->cost);
 
     pd->prefill = pacf->prefill_end ? 0 : pd->cost - pd->decode;
@@ -777,6 +784,12 @@ ngx_http_prefix_aware_index_probe(void *ctx, uint32_t server,
 
     load->inflight = inflight;
     load->work = s->work;
+
+    /* prefix_aware_sync: the other hosts' work there, as they last said */
+
+    if (pacf->sync_load && (ngx_atomic_int_t) s->sync_work > 0) {
+        load->work += s->sync_work;
+    }
     load->id_hash = pacf->id_hash[server];
     load->weight = pacf->weights[server];
 

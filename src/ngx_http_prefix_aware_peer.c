@@ -22,13 +22,21 @@ ngx_http_prefix_aware_probe(void *ctx, uint32_t server, uint64_t *inflight)
 {
     ngx_http_prefix_aware_peer_data_t  *pd = ctx;
 
-    uintptr_t                     m;
-    ngx_uint_t                    n;
-    ngx_http_upstream_rr_peer_t  *peer;
+    uintptr_t                            m;
+    ngx_uint_t                           n;
+    ngx_http_upstream_rr_peer_t         *peer;
+    ngx_http_prefix_aware_shm_server_t  *s;
 
     peer = pd->conf->peer[server];
 
-    *inflight = pd->conf->shm_server[server]->inflight;
+    s = pd->conf->shm_server[server];
+    *inflight = s->inflight;
+
+    /* load=on of prefix_aware_sync: the other hosts' requests count too */
+
+    if (pd->conf->sync_load == 2 && (ngx_atomic_int_t) s->sync_inflight > 0) {
+        *inflight += s->sync_inflight;
+    }
 
     n = server / (8 * sizeof(uintptr_t));
     m = (uintptr_t) 1 << server % (8 * sizeof(uintptr_t));

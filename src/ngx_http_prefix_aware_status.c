@@ -380,6 +380,7 @@ ngx_http_prefix_aware_prometheus(ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_http_prefix_aware_models_prometheus(pamcf, w, label);
     ngx_http_prefix_aware_engine_prometheus(pamcf, label, w);
     ngx_http_prefix_aware_feedback_prometheus(pamcf, label, w);
+    ngx_http_prefix_aware_sync_prometheus(pamcf, label, w);
 }
 
 
@@ -464,6 +465,7 @@ ngx_http_prefix_aware_json(ngx_http_prefix_aware_main_conf_t *pamcf,
         }
 
         ngx_http_prefix_aware_engine_json(c, w);
+        ngx_http_prefix_aware_sync_json(c, w);
 
         ngx_http_prefix_aware_printf(w, "      \"servers\": [");
 
@@ -698,6 +700,7 @@ ngx_http_prefix_aware_json_servers(ngx_http_prefix_aware_srv_conf_t *c,
         ngx_http_prefix_aware_strategy_json_server(c, j, w);
         ngx_http_prefix_aware_engine_json_server(c, j, w);
         ngx_http_prefix_aware_feedback_json_server(c, j, w);
+        ngx_http_prefix_aware_sync_json_server(c, j, w);
 
         ngx_http_prefix_aware_printf(w, " }");
     }

@@ -735,6 +735,10 @@ ngx_http_prefix_aware_init_process(ngx_cycle_t *cycle)
 
     ngx_http_prefix_aware_engine_start(cycle, pamcf);
 
+    /* prefix_aware_sync: the sockets to the peers, the load's timer */
+
+    ngx_http_prefix_aware_sync_start(cycle, pamcf);
+
     return NGX_OK;
 }
 
