@@ -168,6 +168,21 @@ def free_ports(n):
     return ports
 
 
+def free_udp_ports(n):
+    socks = []
+    ports = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
 def port_free(port):
     s = socket.socket()
     try:
@@ -540,11 +555,31 @@ def pa_params(opts, strategy="prefix_aware"):
                   merge_params(base, over))
 
 
+SYNC_KEY = "bench-hosts-share-this-key"
+
+
 def pa_directive(opts, strategy="prefix_aware"):
     """prefix_aware's directive for a strategy: "prefix_aware", an arm's
-    name, or "prefix_aware@threshold=20+length=2048" (legacy)."""
-    p = pa_params(opts, strategy)
-    return "prefix_aware %s;" % p if p else "prefix_aware;"
+    name, or "prefix_aware@threshold=20+length=2048" (legacy).  An arm's
+    "sync" (and "sync.load=work", "sync.interval=10ms") adds
+    prefix_aware_sync between the run's hosts (--hosts): this host
+    (opts.sync_host) listens on its port of opts.sync_ports and sends to
+    every host's, its own too, as one config on every host would."""
+    p = pa_params(opts, strategy).split()
+    sync = [t for t in p if t == "sync" or t.startswith("sync.")]
+    p = [t for t in p if t not in sync]
+    d = "prefix_aware %s;" % " ".join(p) if p else "prefix_aware;"
+    if sync:
+        ports = getattr(opts, "sync_ports", None) or []
+        h = getattr(opts, "sync_host", 0)
+        if not ports:
+            # the check of the configuration before the runs
+            ports, h = free_udp_ports(1), 0
+        d += "\n        prefix_aware_sync 127.0.0.1:%d key=%s %s %s;" % (
+            ports[h], SYNC_KEY,
+            " ".join("peer=127.0.0.1:%d" % q for q in ports),
+            " ".join(t[len("sync."):] for t in sync if t != "sync"))
+    return d
 
 
 def is_pa(strategy):
@@ -914,6 +949,10 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
         ports = bench_ports(opts, slot)
         sim_ports, pport = ports[:-1], ports[-1]
         opts.engine_urls = ["http://127.0.0.1:%d" % p for p in sim_ports]
+        # prefix_aware_sync between the hosts (an arm's "sync"): a UDP port
+        # each
+        opts.sync_ports = free_udp_ports(hosts)
+        opts.sync_host = 0
         if is_oracle(strategy) or is_peer(strategy):
             sim = start_sim(tmp, sim_ports, opts, front=pport,
                             front_args=front_args(strategy, opts))
@@ -928,6 +967,7 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
         urls = [url]
         for h, hport in enumerate(free_ports(hosts - 1)):
             htmp = os.path.join(tmp, "host%d" % (h + 1))
+            opts.sync_host = h + 1
             proxies.append(start_proxy(strategy, htmp, hport, sim_ports,
                                        opts))
             urls.append("http://127.0.0.1:%d" % hport)
