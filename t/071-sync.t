@@ -206,6 +206,23 @@ for my $dir ([ 'a', 'b' ], [ 'b', 'a' ]) {
         "after host A's reload, $from to $to still shared";
 }
 
+# a peer that vanishes: it stops counting after 5 intervals (100 ms at
+# least), sends to it fail without harm, and routing goes on
+ok !grep({ /\[(?:alert|crit|emerg)\]/ } $host{b}->log),
+    "no alert in host b's error log";
+$host{b}->stop;
+my $quiet = wait_until { status("a")->{sync}{hosts} == 0 } 5;
+ok $quiet, 'a host that stopped no longer counts';
+my @st;
+for (1 .. 20) {
+    push @st, post('/a/v1/chat/completions', chat(rnd(2000)))->{status};
+}
+is_deeply \@st, [ (200) x 20 ], '... and every request is answered';
+my $in = 0;
+$in += $_->{other_hosts}{inflight} for @{ status("a")->{servers} };
+is $in, 0, '... with nothing of it in flight';
+delete $host{b};
+
 for my $h (sort keys %host) {
     ok !grep({ /\[(?:alert|crit|emerg)\]/ } $host{$h}->log),
         "no alert in host ${h}'s error log";
