@@ -75,28 +75,9 @@
 #define NGX_HTTP_PREFIX_AWARE_MAX_WEIGHT      100
 #define NGX_HTTP_PREFIX_AWARE_MAX_POINTS      4194304
 
-/*
- * routing v2: servers kept per block in the index; the decode share of a
- * request's work: 512 units, plus a quarter of its prompt (per cent) for
- * the decoding steps that read its whole KV cache
- */
-#define NGX_HTTP_PREFIX_AWARE_HOLDERS         4
-#define NGX_HTTP_PREFIX_AWARE_DECODE          512
-#define NGX_HTTP_PREFIX_AWARE_ACTIVE          25
+/* length= without the index; the index's own is in its file */
 #define NGX_HTTP_PREFIX_AWARE_LENGTH          4096
-#define NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH    524288
-#define NGX_HTTP_PREFIX_AWARE_LENGTH_MAX      65536
-#define NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH_MAX  4194304
-
-/*
- * a match may be over the work bound by one cold request of this many
- * units (or what it saves, if more): 65536, where the default length
- * took it to in December 2026, cost multi-tenant chat 5 points of hit
- * rate on a seed of three
- */
-#define NGX_HTTP_PREFIX_AWARE_SLACK           32768
 #define NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MIN  (1024 * 1024)
-#define NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MAX  (64 * 1024 * 1024)
 #define NGX_HTTP_PREFIX_AWARE_RING_LENGTH     4096
 
 /* matched depth, in blocks: 0, 1, 2, 4, ... 512, +inf */
@@ -472,16 +453,6 @@ struct ngx_http_prefix_aware_round_s {
 /* models (declared and discovered) an upstream's zone keeps */
 #define NGX_HTTP_PREFIX_AWARE_MAX_MODELS    128
 
-/* the largest /v1/models body read (scanned as it comes, not kept) */
-#define NGX_HTTP_PREFIX_AWARE_MODELS_MAX    (4 * 1024 * 1024)
-#define NGX_HTTP_PREFIX_AWARE_MODELS_MAX_TEXT  "4 MB"
-
-/* a server that does not answer keeps its last list this many intervals */
-#define NGX_HTTP_PREFIX_AWARE_MODELS_HOLD   3
-
-/* a poll's timeout, at most, in milliseconds */
-#define NGX_HTTP_PREFIX_AWARE_MODELS_WAIT   2000
-
 #define NGX_HTTP_PREFIX_AWARE_MODELS_WORDS                                    \
     (NGX_HTTP_PREFIX_AWARE_MAX_MODELS / 64)
 
@@ -611,23 +582,47 @@ struct ngx_http_prefix_aware_get_s {
 };
 
 
-/* the engines' reports: ngx_http_prefix_aware_engine.c */
+/* prefix_aware_sync: ngx_http_prefix_aware_sync{,_hosts}.c */
 
-#define NGX_HTTP_PREFIX_AWARE_ENGINE_INTERVAL  1000
+/* datagrams a worker queues between two turns of its event loop */
+#define NGX_HTTP_PREFIX_AWARE_SYNC_QUEUE     32
 
-/* the largest /metrics answer read (as it streams, never kept) */
-#define NGX_HTTP_PREFIX_AWARE_ENGINE_MAX     (8 * 1024 * 1024)
-#define NGX_HTTP_PREFIX_AWARE_ENGINE_MAX_TEXT  "8 MB"
+/* load=: what the other hosts' counts go into */
+#define NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_OFF  0
+#define NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_WORK 1
+#define NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_ALL  2
 
-/* a poll's timeout, at most, in milliseconds */
-#define NGX_HTTP_PREFIX_AWARE_ENGINE_WAIT    2000
+/* the counters of the upstream's record (sync_count) */
+enum {
+    NGX_HTTP_PA_SYNC_SENT = 0,
+    NGX_HTTP_PA_SYNC_SEND_ERRORS,
+    NGX_HTTP_PA_SYNC_RECEIVED,
+    NGX_HTTP_PA_SYNC_REFUSED,
+    NGX_HTTP_PA_SYNC_RECORDS,
+    NGX_HTTP_PA_SYNC_LOADS,
+    NGX_HTTP_PA_SYNC_DROPPED,
+    NGX_HTTP_PA_SYNC_UNKNOWN
+};
 
-/* a server that stops reporting keeps its capacity this many intervals */
-#define NGX_HTTP_PREFIX_AWARE_ENGINE_HOLD    3
-
-struct ngx_http_prefix_aware_engine_s {
+struct ngx_http_prefix_aware_sync_s {
     ngx_http_prefix_aware_srv_conf_t      *pacf;
-    ngx_http_prefix_aware_round_t          round;
+    ngx_addr_t                             listen;
+    ngx_array_t                            peers;
+    pa_sync_key_t                          key;
+    uint64_t                               upstream;
+    ngx_msec_t                             interval;
+    ngx_uint_t                             load;
+    /* per process: servers by the hash of their name, sorted */
+    uint64_t                              *by_hash;
+    ngx_uint_t                            *by_server;
+    /* per process: the datagrams queued, and the one being written */
+    ngx_event_t                            flush;
+    ngx_event_t                            tick;
+    u_char                                *queue;
+    size_t                       qlen[NGX_HTTP_PREFIX_AWARE_SYNC_QUEUE];
+    ngx_uint_t                             nqueued;
+    pa_sync_dgram_t                        cur;
+    ngx_uint_t                             warned;
 };
 
 
@@ -769,6 +764,10 @@ void ngx_http_prefix_aware_sync_start(ngx_cycle_t *cycle,
 void ngx_http_prefix_aware_sync_record(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_uint_t server, uint64_t *blocks, uint32_t n, uint32_t cached,
     uint32_t size);
+/* ngx_http_prefix_aware_sync_hosts.c */
+void ngx_http_prefix_aware_sync_servers(ngx_http_prefix_aware_sync_t *sy);
+void ngx_http_prefix_aware_sync_receive(ngx_connection_t *c);
+void ngx_http_prefix_aware_sync_quiet(ngx_http_prefix_aware_sync_t *sy);
 void ngx_http_prefix_aware_sync_json(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_http_prefix_aware_writer_t *w);
 void ngx_http_prefix_aware_sync_json_server(

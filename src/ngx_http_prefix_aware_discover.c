@@ -16,6 +16,17 @@
 #include "ngx_http_prefix_aware.h"
 
 
+/* the largest /v1/models body read (scanned as it comes, not kept) */
+#define NGX_HTTP_PREFIX_AWARE_MODELS_MAX    (4 * 1024 * 1024)
+#define NGX_HTTP_PREFIX_AWARE_MODELS_MAX_TEXT  "4 MB"
+
+/* a server that does not answer keeps its last list this many intervals */
+#define NGX_HTTP_PREFIX_AWARE_MODELS_HOLD   3
+
+/* a poll's timeout, at most, in milliseconds */
+#define NGX_HTTP_PREFIX_AWARE_MODELS_WAIT   2000
+
+
 /* a poll of one server's /v1/models */
 typedef struct {
     ngx_http_prefix_aware_get_t            get;

@@ -19,6 +19,26 @@
 #include "ngx_http_prefix_aware.h"
 
 
+/* the default interval, in milliseconds */
+#define NGX_HTTP_PREFIX_AWARE_ENGINE_INTERVAL  1000
+
+/* the largest /metrics answer read (as it streams, never kept) */
+#define NGX_HTTP_PREFIX_AWARE_ENGINE_MAX     (8 * 1024 * 1024)
+#define NGX_HTTP_PREFIX_AWARE_ENGINE_MAX_TEXT  "8 MB"
+
+/* a poll's timeout, at most, in milliseconds */
+#define NGX_HTTP_PREFIX_AWARE_ENGINE_WAIT    2000
+
+/* a server that stops reporting keeps its capacity this many intervals */
+#define NGX_HTTP_PREFIX_AWARE_ENGINE_HOLD    3
+
+
+struct ngx_http_prefix_aware_engine_s {
+    ngx_http_prefix_aware_srv_conf_t      *pacf;
+    ngx_http_prefix_aware_round_t          round;
+};
+
+
 /* a poll of one server's /metrics */
 typedef struct {
     ngx_http_prefix_aware_get_t         get;

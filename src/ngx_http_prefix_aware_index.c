@@ -14,6 +14,28 @@
 
 
 /*
+ * servers kept per block in the index; the decode share of a request's
+ * work: 512 units, plus a quarter of its prompt (per cent) for the
+ * decoding steps that read its whole KV cache; length= with the index
+ */
+#define NGX_HTTP_PREFIX_AWARE_HOLDERS         4
+#define NGX_HTTP_PREFIX_AWARE_DECODE          512
+#define NGX_HTTP_PREFIX_AWARE_ACTIVE          25
+#define NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH    524288
+#define NGX_HTTP_PREFIX_AWARE_LENGTH_MAX      65536
+#define NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH_MAX  4194304
+#define NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MAX  (64 * 1024 * 1024)
+
+/*
+ * a match may be over the work bound by one cold request of this many
+ * units (or what it saves, if more): 65536, where the default length
+ * took it to in December 2026, cost multi-tenant chat 5 points of hit
+ * rate on a seed of three
+ */
+#define NGX_HTTP_PREFIX_AWARE_SLACK           32768
+
+
+/*
  * the zone: the names of the servers that have an id (XXH3 of the name,
  * 0 for a free id), then the index itself; ids stay with their servers
  * across reloads, so the index is kept for the servers that stay

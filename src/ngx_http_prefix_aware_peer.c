@@ -34,7 +34,9 @@ ngx_http_prefix_aware_probe(void *ctx, uint32_t server, uint64_t *inflight)
 
     /* load=on of prefix_aware_sync: the other hosts' requests count too */
 
-    if (pd->conf->sync_load == 2 && (ngx_atomic_int_t) s->sync_inflight > 0) {
+    if (pd->conf->sync_load == NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_ALL
+        && (ngx_atomic_int_t) s->sync_inflight > 0)
+    {
         *inflight += s->sync_inflight;
     }
 
