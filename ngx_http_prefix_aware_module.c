@@ -621,7 +621,7 @@ ngx_http_prefix_aware_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     pd = ngx_http_get_module_ctx(r, ngx_http_prefix_aware_module);
 
     if (pd != NULL && pd->prefill) {
-        ngx_http_prefix_aware_index_first_byte(pd, in);
+        ngx_http_prefix_aware_feedback_first_byte(pd, in);
     }
 
     if (pd != NULL && pd->feedback) {

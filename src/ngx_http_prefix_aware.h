@@ -694,8 +694,6 @@ void ngx_http_prefix_aware_index_off(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf, char *why);
 ngx_int_t ngx_http_prefix_aware_index_choose(
     ngx_http_prefix_aware_peer_data_t *pd, pa_pick_t *pick);
-void ngx_http_prefix_aware_index_first_byte(
-    ngx_http_prefix_aware_peer_data_t *pd, ngx_chain_t *in);
 void ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_uint_t server);
 void ngx_http_prefix_aware_index_capacity(
@@ -718,6 +716,8 @@ void ngx_http_prefix_aware_family(ngx_http_prefix_aware_writer_t *w,
 ngx_int_t ngx_http_prefix_aware_status_html(ngx_http_request_t *r);
 
 /* ngx_http_prefix_aware_feedback.c */
+void ngx_http_prefix_aware_feedback_first_byte(
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_chain_t *in);
 void ngx_http_prefix_aware_feedback_start(
     ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t server, int64_t age);
 void ngx_http_prefix_aware_feedback_body(ngx_http_request_t *r,

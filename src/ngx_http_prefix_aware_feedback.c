@@ -7,12 +7,55 @@
  * depth the index predicted on that server; a shortfall cuts the
  * server's cache life in the index (pa_index_feedback()).  The answer is
  * read as it passes, in the body filter: nothing is buffered or held
- * back.  And the counts on the status pages.
+ * back.  And the counts on the status pages.  Also what the first bytes
+ * of every answer say (prefill=first): the prefill is done.
  */
 
 
 #include "ngx_http_prefix_aware.h"
 
+
+
+/*
+ * the first bytes of the response body: a streamed completion has its
+ * first token, the engine has done the request's prefill, and the server
+ * is busy with it only as long as it decodes.  the prefill leaves the
+ * server's work in flight now; the decode share stays until the request
+ * ends.  a response that is not streamed (or is buffered: proxy_buffering
+ * on sends it on as buffers fill) comes at the end: its prefill counts
+ * until then
+ */
+
+void
+ngx_http_prefix_aware_feedback_first_byte(
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_chain_t *in)
+{
+    ngx_chain_t  *cl;
+
+    for (cl = in; cl; cl = cl->next) {
+        if (!ngx_buf_special(cl->buf) && ngx_buf_size(cl->buf) > 0) {
+            break;
+        }
+    }
+
+    if (cl == NULL) {
+        return;
+    }
+
+    if (pd->held) {
+        ngx_atomic_fetch_add(&pd->held->work,
+                             - (ngx_atomic_int_t) pd->prefill);
+
+        if (pd->wcount) {
+            ngx_atomic_fetch_add(pd->wcount,
+                                 - (ngx_atomic_int_t) pd->prefill);
+        }
+
+        pd->cost -= pd->prefill;
+    }
+
+    pd->prefill = 0;
+}
 
 
 /*

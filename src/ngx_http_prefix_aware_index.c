@@ -729,7 +729,7 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
  * the request is on "server": its blocks are held there from now on, so
  * that requests sent together land together, and its work counts there:
  * its uncached prefill until the first byte of its response body (with
- * prefill=first, ngx_http_prefix_aware_index_first_byte()), its decode
+ * prefill=first, ngx_http_prefix_aware_feedback_first_byte()), its decode
  * share until it ends (ngx_http_prefix_aware_free_peer())
  */
 
@@ -747,18 +747,17 @@ ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     s = pacf->shm_server[server];
 
     size = (pd->total_units + pacf->block - 1) / pacf->block;
+    size = ngx_min(size, 0x7fffffff);
 
     age = pa_index_record_size(&pacf->index, pacf->id[server], pd->blocks,
-                               pd->nblocks, pd->depth,
-                               (uint32_t) ngx_min(size, 0x7fffffff));
+                               pd->nblocks, pd->depth, (uint32_t) size);
 
     ngx_http_prefix_aware_feedback_start(pd, server, age);
 
     if (pacf->sync) {
         ngx_http_prefix_aware_sync_record(pacf, server, pd->blocks,
                                           pd->nblocks, pd->depth,
-                                          (uint32_t) ngx_min(size,
-                                                             0x7fffffff));
+                                          (uint32_t) size);
     }
 
     ngx_atomic_fetch_add(&s->work, (ngx_atomic_int_t) pd->cost);
@@ -816,48 +815,6 @@ ngx_http_prefix_aware_index_probe(void *ctx, uint32_t server,
     load->weight = pacf->weights[server];
 
     return rc;
-}
-
-
-/*
- * the first bytes of the response body: a streamed completion has its
- * first token, the engine has done the request's prefill, and the server
- * is busy with it only as long as it decodes.  the prefill leaves the
- * server's work in flight now; the decode share stays until the request
- * ends.  a response that is not streamed (or is buffered: proxy_buffering
- * on sends it on as buffers fill) comes at the end: its prefill counts
- * until then
- */
-
-void
-ngx_http_prefix_aware_index_first_byte(ngx_http_prefix_aware_peer_data_t *pd,
-    ngx_chain_t *in)
-{
-    ngx_chain_t  *cl;
-
-    for (cl = in; cl; cl = cl->next) {
-        if (!ngx_buf_special(cl->buf) && ngx_buf_size(cl->buf) > 0) {
-            break;
-        }
-    }
-
-    if (cl == NULL) {
-        return;
-    }
-
-    if (pd->held) {
-        ngx_atomic_fetch_add(&pd->held->work,
-                             - (ngx_atomic_int_t) pd->prefill);
-
-        if (pd->wcount) {
-            ngx_atomic_fetch_add(pd->wcount,
-                                 - (ngx_atomic_int_t) pd->prefill);
-        }
-
-        pd->cost -= pd->prefill;
-    }
-
-    pd->prefill = 0;
 }
 
 
