@@ -24,8 +24,9 @@
 #                      16 (--scale 4: the same load per instance); results
 #                      in bench/results/peers4/ and peers16/; hours
 #                      (BENCH_PEERS_ARGS='--seeds 5' etc.)
-#   make bench-hosts   many routers, one cluster: round robin and pa_v2
-#                      with 1, 2 and 4 independent nginx hosts in front of
+#   make bench-hosts   many routers, one cluster: round robin, pa_v2 and
+#                      pa_sync (pa_v2 with prefix_aware_sync between the
+#                      hosts) with 1, 2 and 4 nginx hosts in front of
 #                      the same engines (each request to one at random),
 #                      and with 30 % of the requests sent straight to the
 #                      engines (other clients); every workload, 3 seeds;

@@ -2028,7 +2028,7 @@ PRESETS = {
     # many routers, one cluster (make bench-hosts): round robin and the
     # module's default in each condition of HOSTS_CONDITIONS
     "hosts": dict(workloads=",".join(workloads.NAMES),
-                  strategies="round_robin,pa_v2",
+                  strategies="round_robin,pa_v2,pa_sync",
                   n=None, rate=None, kv_blocks=2048, time_scale=0.5,
                   seeds="3"),
     # the peers' table, one per workload (make bench-peers): no sweep, no
