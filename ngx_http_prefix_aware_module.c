@@ -710,6 +710,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->prefill_end = 0;
     pacf->feedback = 0;
     pacf->capacity_auto = 0;
+    pacf->engine_load = 0;
     pacf->metrics = NGX_CONF_UNSET_UINT;
     pacf->metrics_interval = NGX_CONF_UNSET_MSEC;
 
@@ -785,8 +786,8 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                            "prefill=, "
                            "strategy=, strategy_default=, models=, "
                            "models_interval=, model_header=, "
-                           "model_fallback=, metrics= and "
-                           "metrics_interval=", &value[i]);
+                           "model_fallback=, metrics=, "
+                           "metrics_interval= and load=", &value[i]);
         return NGX_CONF_ERROR;
     }
 

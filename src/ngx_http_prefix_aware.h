@@ -344,6 +344,7 @@ typedef struct {
     ngx_uint_t                             metrics;
     ngx_str_t                              metrics_uri;
     ngx_msec_t                             metrics_interval;
+    ngx_uint_t                             engine_load;   /* load=engine */
     ngx_http_prefix_aware_engine_t        *engine;
 
     /* prefix_aware_sync, or NULL; load= 0 off, 1 work, 2 on (requests) */
@@ -821,6 +822,8 @@ int ngx_http_prefix_aware_probe(void *ctx, uint32_t server,
     uint64_t *inflight);
 ngx_int_t ngx_http_prefix_aware_reserve(ngx_http_prefix_aware_shm_server_t *s,
     ngx_uint_t threshold);
+uint64_t ngx_http_prefix_aware_work(ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_uint_t server, uint64_t unit);
 
 /* ngx_http_prefix_aware_zone.c */
 ngx_int_t ngx_http_prefix_aware_zone_add(ngx_conf_t *cf,

@@ -66,7 +66,10 @@ static void ngx_http_prefix_aware_engine_hold(
 static ngx_str_t  ngx_http_prefix_aware_engine_uri = ngx_string("/metrics");
 
 
-/* "metrics=" and "metrics_interval="; NGX_DECLINED: not one of them */
+/*
+ * "metrics=", "metrics_interval=" and "load="; NGX_DECLINED: not one of
+ * them
+ */
 
 ngx_int_t
 ngx_http_prefix_aware_engine_param(ngx_conf_t *cf,
@@ -96,6 +99,27 @@ ngx_http_prefix_aware_engine_param(ngx_conf_t *cf,
         pacf->metrics = 1;
         pacf->metrics_uri = s;
         return NGX_OK;
+    }
+
+    if (ngx_strncmp(value->data, "load=", 5) == 0) {
+        s.data = value->data + 5;
+        s.len = value->len - 5;
+
+        if (s.len == 3 && ngx_strncmp(s.data, "own", 3) == 0) {
+            pacf->engine_load = 0;
+            return NGX_OK;
+        }
+
+        if (s.len == 6 && ngx_strncmp(s.data, "engine", 6) == 0) {
+            pacf->engine_load = 1;
+            return NGX_OK;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid \"load\" value \"%V\" in "
+                           "\"prefix_aware\", it must be \"own\" or "
+                           "\"engine\"", &s);
+        return NGX_ERROR;
     }
 
     if (ngx_strncmp(value->data, "metrics_interval=", 17) == 0) {
@@ -142,6 +166,15 @@ ngx_http_prefix_aware_engine_init(ngx_conf_t *cf,
                            "\"capacity=auto\" in \"prefix_aware\" of "
                            "upstream \"%V\" reads the engines' metrics, it "
                            "cannot go with \"metrics=off\"",
+                           &pacf->upstream->host);
+        return NGX_ERROR;
+    }
+
+    if (pacf->engine_load && (!pacf->metrics || pacf->index_size == 0)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"load=engine\" in \"prefix_aware\" of "
+                           "upstream \"%V\" needs the engines' metrics "
+                           "(\"metrics=\") and the index",
                            &pacf->upstream->host);
         return NGX_ERROR;
     }

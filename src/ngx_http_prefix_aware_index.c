@@ -796,21 +796,15 @@ ngx_http_prefix_aware_index_probe(void *ctx, uint32_t server,
     int                                  rc;
     uint64_t                             inflight;
     ngx_http_prefix_aware_srv_conf_t    *pacf;
-    ngx_http_prefix_aware_shm_server_t  *s;
 
     pacf = pd->conf;
-    s = pacf->shm_server[server];
 
     rc = ngx_http_prefix_aware_probe(pd, server, &inflight);
 
     load->inflight = inflight;
-    load->work = s->work;
-
-    /* prefix_aware_sync: the other hosts' work there, as they last said */
-
-    if (pacf->sync_load && (ngx_atomic_int_t) s->sync_work > 0) {
-        load->work += s->sync_work;
-    }
+    load->work = ngx_http_prefix_aware_work(pacf, server,
+                     ngx_min(pacf->length, NGX_HTTP_PREFIX_AWARE_SLACK)
+                     + NGX_HTTP_PREFIX_AWARE_DECODE);
     load->id_hash = pacf->id_hash[server];
     load->weight = pacf->weights[server];
 

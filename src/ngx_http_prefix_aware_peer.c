@@ -5,7 +5,10 @@
  * A server as a request's choice sees it, below the balancer's get that
  * the entry file keeps and the choices (ring, index, strategies) that
  * ask: whether the request may go to it and its count in flight over all
- * workers (probe), and a place taken on it below threshold (reserve).
+ * workers (probe), with the index its work in flight, and a place taken
+ * on it below threshold (reserve).  Both with what others put there:
+ * other nginx hosts (prefix_aware_sync) and, with load=engine, the
+ * requests its engine reports beyond all the hosts' own.
  */
 
 
@@ -89,4 +92,57 @@ ngx_http_prefix_aware_reserve(ngx_http_prefix_aware_shm_server_t *s,
             return NGX_OK;
         }
     }
+}
+
+
+/*
+ * the work in flight on a server: this host's, the other hosts' as they
+ * last said (prefix_aware_sync), and with load=engine the requests its
+ * engine reported (running and waiting, within two intervals) beyond
+ * what the hosts know of, each at the mean work of those they know
+ * ("unit" where they know none): other clients'
+ */
+
+uint64_t
+ngx_http_prefix_aware_work(ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_uint_t server, uint64_t unit)
+{
+    unsigned                             seen;
+    uint64_t                             work, known, n;
+    ngx_msec_t                           reported;
+    ngx_atomic_int_t                     v;
+    ngx_http_prefix_aware_shm_server_t  *s;
+
+    s = pacf->shm_server[server];
+    work = s->work;
+    known = s->inflight;
+
+    if (pacf->sync_load) {
+        v = (ngx_atomic_int_t) s->sync_work;
+        work += (v > 0) ? (uint64_t) v : 0;
+        v = (ngx_atomic_int_t) s->sync_inflight;
+        known += (v > 0) ? (uint64_t) v : 0;
+    }
+
+    if (!pacf->engine_load) {
+        return work;
+    }
+
+    reported = s->engine_reported;
+    seen = (unsigned) s->engine_seen;
+
+    if (reported == 0 || s->engine_failing
+        || !(seen & ((1u << PA_PROM_WAITING) | (1u << PA_PROM_RUNNING)))
+        || ngx_current_msec - reported > 2 * pacf->metrics_interval)
+    {
+        return work;
+    }
+
+    n = (uint64_t) s->engine_waiting + s->engine_running;
+
+    if (n <= known) {
+        return work;
+    }
+
+    return work + (n - known) * (known ? work / known : unit);
 }

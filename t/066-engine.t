@@ -15,6 +15,9 @@
 # 4. The capacity changes routing: with an engine that reports a cache
 #    of 1024 tokens the index forgets a prefix after 32 blocks of other
 #    prompts (depth 0), where capacity=262144 still matches it (depth 23).
+# 5. load=engine: the requests an engine reports beyond those the hosts
+#    know of (other clients') count in its server's work, so that a
+#    server busy with them is passed over; without it they do not.
 
 use strict;
 use warnings;
@@ -26,7 +29,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 use PrefixAware::Scenario qw(free_port wait_until rnd);
 
-my %port = map { $_ => free_port() } qw(b1 b2 b3 b4);
+my %port = map { $_ => free_port() } qw(b1 b2 b3 b4 b5 b6);
 
 my $be = PrefixAware::Scenario->new(name => 'engines');
 my $html = $be->root . '/html';
@@ -77,6 +80,8 @@ page(b1 => vllm(running => '2.0', waiting => '7.0', usage => '0.25',
 page(b2 => $sglang);
 page(b3 => undef);
 page(b4 => vllm(running => 0, waiting => 0, usage => 0, blocks => 64));
+page(b5 => vllm(running => 8, waiting => 40, usage => '0.9', blocks => 2000));
+page(b6 => vllm(running => 0, waiting => 0, usage => '0.1', blocks => 2000));
 
 # a page over 8 MB, and one sent at 1 KB a second
 {
@@ -137,12 +142,26 @@ my $http = <<"_EOC_";
         server 127.0.0.1:$port{b4};
     }
 
+    upstream busy {
+        prefix_aware load=engine metrics=/metrics metrics_interval=100ms;
+        server 127.0.0.1:$port{b5};
+        server 127.0.0.1:$port{b6};
+    }
+
+    upstream own {
+        prefix_aware metrics=/metrics metrics_interval=100ms;
+        server 127.0.0.1:$port{b5};
+        server 127.0.0.1:$port{b6};
+    }
+
     server {
         listen 127.0.0.1:$listen;
         add_header X-Depth \$prefix_aware_depth;
         location = /status { prefix_aware_status; }
         location /small/ { proxy_pass http://small/; }
         location /large/ { proxy_pass http://large/; }
+        location /busy/ { proxy_pass http://busy/; }
+        location /own/ { proxy_pass http://own/; }
         location / { proxy_pass http://up; }
     }
 _EOC_
@@ -286,6 +305,31 @@ for my $up (qw(small large)) {
         is $later, 0, "$up: after 20 other prompts it is forgotten";
     } else {
         is $later, 23, "$up: after 20 other prompts it is still held";
+    }
+}
+
+# 5. load=engine: a server whose engine reports 48 requests that no host
+#    sent (other clients') carries their work in the balance bound: it is
+#    passed over; with load=own (the default) it is not
+
+ok waits(sub { (engines('busy')->{b5}{waiting} // 0) == 40
+               && (engines('own')->{b5}{waiting} // 0) == 40 }, 5),
+   'both upstreams read the engines';
+
+for my $up (qw(busy own)) {
+    my %to;
+    for (1 .. 40) {
+        my $r = $ng->request(POST => "/$up/x", body => rnd(2000));
+        my ($b) = $r->{body} =~ /^(b\d)$/m;
+        $to{ $b // "status $r->{status}" }++;
+    }
+    if ($up eq 'busy') {
+        is_deeply \%to, { b6 => 40 },
+            'load=engine: every request to the server whose engine is idle';
+    } else {
+        ok $to{b5} && $to{b6},
+           "load=own: the engine's queue is not counted ("
+           . join(', ', map { "$_ $to{$_}" } sort keys %to) . ')';
     }
 }
 

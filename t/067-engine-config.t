@@ -116,6 +116,38 @@ GET /t
 invalid "capacity" value "automatic" in "prefix_aware", it must be a number from 1024 to 100000000, "auto" or "auto:" and a number
 
 
+=== TEST 7a: load= is own or engine
+--- http_config
+    upstream up {
+        prefix_aware metrics=/metrics load=theirs;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "load" value "theirs" in "prefix_aware", it must be "own" or "engine"
+
+
+
+=== TEST 7b: load=engine needs the metrics
+--- http_config
+    upstream up {
+        prefix_aware load=engine;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+"load=engine" in "prefix_aware" of upstream "up" needs the engines' metrics ("metrics=") and the index
+
+
+
 === TEST 8: the edges are accepted, and capacity= after capacity=auto wins
 --- http_config
     upstream a {
@@ -127,7 +159,7 @@ invalid "capacity" value "automatic" in "prefix_aware", it must be a number from
         server 127.0.0.1:1985;
     }
     upstream c {
-        prefix_aware capacity=auto capacity=4096 metrics=off;
+        prefix_aware capacity=auto capacity=4096 metrics=off load=own;
         server 127.0.0.1:1985;
     }
 --- config
