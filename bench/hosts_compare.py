@@ -7,7 +7,8 @@ the hit rate, TTFT x round robin in the same condition, and TTFT x
 
     bench/hosts_compare.py ONE_HOST.json OTHER.json [OTHER.json ...]
 """
-# condition), and x 1 host (pa_v2 at 1 host, same seed, seconds)
+import json, statistics as st, sys
+
 one = json.load(open(sys.argv[1]))
 others = [json.load(open(p)) for p in sys.argv[2:]]
 def byseed(raw, wl):
