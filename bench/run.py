@@ -153,27 +153,12 @@ signal.signal(signal.SIGTERM, _on_signal)
 signal.signal(signal.SIGINT, _on_signal)
 
 
-def free_ports(n):
+def free_ports(n, kind=socket.SOCK_STREAM):
     socks = []
     ports = []
     try:
         for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
-
-
-def free_udp_ports(n):
-    socks = []
-    ports = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s = socket.socket(socket.AF_INET, kind)
             s.bind(("127.0.0.1", 0))
             socks.append(s)
             ports.append(s.getsockname()[1])
@@ -574,7 +559,7 @@ def pa_directive(opts, strategy="prefix_aware"):
         h = getattr(opts, "sync_host", 0)
         if not ports:
             # the check of the configuration before the runs
-            ports, h = free_udp_ports(1), 0
+            ports, h = free_ports(1, socket.SOCK_DGRAM), 0
         d += "\n        prefix_aware_sync 127.0.0.1:%d key=%s %s %s;" % (
             ports[h], SYNC_KEY,
             " ".join("peer=127.0.0.1:%d" % q for q in ports),
@@ -951,7 +936,7 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
         opts.engine_urls = ["http://127.0.0.1:%d" % p for p in sim_ports]
         # prefix_aware_sync between the hosts (an arm's "sync"): a UDP port
         # each
-        opts.sync_ports = free_udp_ports(hosts)
+        opts.sync_ports = free_ports(hosts, socket.SOCK_DGRAM)
         opts.sync_host = 0
         if is_oracle(strategy) or is_peer(strategy):
             sim = start_sim(tmp, sim_ports, opts, front=pport,
