@@ -115,17 +115,21 @@ ngx_http_prefix_aware_work(ngx_http_prefix_aware_srv_conf_t *pacf,
 
     s = pacf->shm_server[server];
     work = s->work;
-    known = s->inflight;
 
     if (pacf->sync_load) {
         v = (ngx_atomic_int_t) s->sync_work;
         work += (v > 0) ? (uint64_t) v : 0;
-        v = (ngx_atomic_int_t) s->sync_inflight;
-        known += (v > 0) ? (uint64_t) v : 0;
     }
 
     if (!pacf->engine_load) {
         return work;
+    }
+
+    known = s->inflight;
+
+    if (pacf->sync_load) {
+        v = (ngx_atomic_int_t) s->sync_inflight;
+        known += (v > 0) ? (uint64_t) v : 0;
     }
 
     reported = s->engine_reported;
