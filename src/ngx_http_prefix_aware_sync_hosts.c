@@ -152,6 +152,12 @@ ngx_http_prefix_aware_sync_receive(ngx_connection_t *c)
 
 done:
 
+    /* as the stream module closes a UDP session: its count too */
+
+#if (NGX_STAT_STUB)
+    (void) ngx_atomic_fetch_add(ngx_stat_active, -1);
+#endif
+
     pool = c->pool;
     ngx_close_connection(c);
     ngx_destroy_pool(pool);
