@@ -168,9 +168,9 @@ struct ngx_http_prefix_aware_shm_server_s {
     /* the other hosts' requests and work on it, in all, and by host */
     ngx_atomic_t                           sync_inflight;
     ngx_atomic_t                           sync_work;
-    ngx_atomic_int_t           sync_host_inflight[
+    int32_t                    sync_host_inflight[
                                              NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS];
-    ngx_atomic_int_t           sync_host_work[NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS];
+    int32_t                    sync_host_work[NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS];
 };
 
 

@@ -268,15 +268,15 @@ ngx_http_prefix_aware_sync_load(ngx_http_prefix_aware_sync_t *sy,
 
         s = pacf->shm_server[sy->by_server[k]];
 
-        in = (ngx_atomic_int_t) l.inflight;
+        in = (ngx_atomic_int_t) ngx_min(l.inflight, NGX_MAX_INT32_VALUE);
         work = (ngx_atomic_int_t) ngx_min(l.work, NGX_MAX_INT32_VALUE);
 
         ngx_atomic_fetch_add(&s->sync_inflight,
                              in - s->sync_host_inflight[h]);
         ngx_atomic_fetch_add(&s->sync_work, work - s->sync_host_work[h]);
 
-        s->sync_host_inflight[h] = in;
-        s->sync_host_work[h] = work;
+        s->sync_host_inflight[h] = (int32_t) in;
+        s->sync_host_work[h] = (int32_t) work;
     }
 
     ngx_unlock(&up->sync_lock);
