@@ -56,7 +56,7 @@ static ngx_int_t ngx_http_prefix_aware_feed_bytes(void *data, u_char *p,
 static ngx_int_t ngx_http_prefix_aware_feed_openai(void *data, u_char *p,
     size_t n);
 static void ngx_http_prefix_aware_feed_text(void *ctx,
-    const unsigned char *p, size_t n, unsigned sep);
+    const unsigned char *p, size_t n, size_t chars);
 static void *ngx_http_prefix_aware_alloc(void *ctx, size_t size);
 
 
@@ -578,17 +578,20 @@ ngx_http_prefix_aware_feed_bytes(void *data, u_char *p, size_t n)
 }
 
 
-/* separators are hashed into the blocks, and are no units */
+/*
+ * separators are hashed into the blocks, and are no units; ASCII text
+ * is not scanned again for the ends of blocks
+ */
 
 static void
 ngx_http_prefix_aware_feed_text(void *ctx, const unsigned char *p, size_t n,
-    unsigned sep)
+    size_t chars)
 {
-    if (sep) {
+    if (chars == 0) {
         (void) pa_blocks_feed_sep(ctx, p, n);
 
     } else {
-        (void) pa_blocks_feed(ctx, p, n);
+        (void) pa_blocks_feed_text(ctx, p, n, chars == n);
     }
 }
 

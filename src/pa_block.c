@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pa_block.h"
+#include "pa_utf8.h"
 
 
 /* keeps a seed of 0 from giving a mixer key of 0 */
@@ -16,8 +17,6 @@
 
 
 static XXH3_state_t *pa_blocks_state(pa_blocks_t *b);
-static size_t pa_blocks_scan(const unsigned char *p, size_t n,
-    uint32_t want, uint32_t *leads);
 static void pa_blocks_emit(pa_blocks_t *b, uint64_t h);
 static uint64_t pa_blocks_fmix(uint64_t z);
 
@@ -49,8 +48,15 @@ pa_blocks_init(pa_blocks_t *b, int unit_is_char, uint32_t block_units,
 int
 pa_blocks_feed(pa_blocks_t *b, const unsigned char *p, size_t n)
 {
-    size_t         k;
-    uint32_t       leads;
+    return pa_blocks_feed_text(b, p, n, 0);
+}
+
+
+int
+pa_blocks_feed_text(pa_blocks_t *b, const unsigned char *p, size_t n,
+    int ascii)
+{
+    size_t         k, leads, want;
     XXH3_state_t  *st;
 
     if (b->done) {
@@ -102,7 +108,15 @@ pa_blocks_feed(pa_blocks_t *b, const unsigned char *p, size_t n)
          * piece may end inside a character
          */
 
-        k = pa_blocks_scan(p, n, b->block_units + 1 - b->fill, &leads);
+        want = b->block_units + 1 - b->fill;
+
+        if (ascii) {
+            k = (n < want - 1) ? n : want - 1;
+            leads = k;
+
+        } else {
+            k = pa_utf8_span(p, n, want, &leads);
+        }
 
         if (k < n && !b->open) {
             /* the block starts and ends in this piece */
@@ -123,7 +137,7 @@ pa_blocks_feed(pa_blocks_t *b, const unsigned char *p, size_t n)
         }
 
         b->units += leads;
-        b->fill += leads;
+        b->fill += (uint32_t) leads;
         p += k;
         n -= k;
 
@@ -139,8 +153,11 @@ pa_blocks_feed(pa_blocks_t *b, const unsigned char *p, size_t n)
         if (!b->unit_is_char) {
             b->units += n;
 
+        } else if (ascii) {
+            b->units += n;
+
         } else {
-            (void) pa_blocks_scan(p, n, UINT32_MAX, &leads);
+            (void) pa_utf8_span(p, n, SIZE_MAX, &leads);
             b->units += leads;
         }
     }
@@ -214,58 +231,6 @@ uint64_t
 pa_blocks_mix(uint64_t hash, uint64_t seed)
 {
     return pa_blocks_fmix(hash ^ pa_blocks_fmix(seed + PA_BLOCKS_SEED_ADD));
-}
-
-
-/*
- * the length of the prefix of p that holds fewer than "want" lead bytes,
- * that is up to the lead byte number "want"; "leads" is set to the lead
- * bytes in that prefix
- */
-
-static size_t
-pa_blocks_scan(const unsigned char *p, size_t n, uint32_t want,
-    uint32_t *leads)
-{
-    size_t    i;
-    uint32_t  c;
-    uint64_t  x[4], f;
-
-    c = 0;
-    i = 0;
-
-    /*
-     * 32 bytes at a time while they cannot reach "want": a byte 10xxxxxx
-     * continues a character, the others lead one; the flags of four words
-     * are added bytewise, and the multiply sums the bytes into the top one
-     */
-
-    while (n - i >= 32 && want - c > 32) {
-        memcpy(x, p + i, sizeof(x));
-
-        f = ((x[0] & ~(x[0] << 1)) >> 7 & 0x0101010101010101ULL)
-            + ((x[1] & ~(x[1] << 1)) >> 7 & 0x0101010101010101ULL)
-            + ((x[2] & ~(x[2] << 1)) >> 7 & 0x0101010101010101ULL)
-            + ((x[3] & ~(x[3] << 1)) >> 7 & 0x0101010101010101ULL);
-
-        c += 32 - (uint32_t) ((f * 0x0101010101010101ULL) >> 56);
-        i += 32;
-    }
-
-    for ( /* void */ ; i < n; i++) {
-
-        if ((p[i] & 0xc0) != 0x80) {
-            if (c + 1 == want) {
-                break;
-            }
-
-            c++;
-        }
-    }
-
-    *leads = c;
-
-    return i;
 }
 
 

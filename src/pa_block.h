@@ -59,6 +59,14 @@ int pa_blocks_init(pa_blocks_t *b, int unit_is_char, uint32_t block_units,
 int pa_blocks_feed(pa_blocks_t *b, const unsigned char *p, size_t n);
 
 /*
+ * as pa_blocks_feed(), for a caller that has counted the code points of
+ * the piece already: "ascii" 1 says that each of its bytes is one (the
+ * text is not scanned for the ends of blocks); the blocks are the same
+ */
+int pa_blocks_feed_text(pa_blocks_t *b, const unsigned char *p, size_t n,
+    int ascii);
+
+/*
  * bytes of the text that are not units, as the separators of OpenAI
  * text (0x1d, 0x1e, 0x1f between roles, pieces and token ids): hashed
  * into the block they come in (after a block's last unit, still into

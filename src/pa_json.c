@@ -324,6 +324,7 @@ pa_oai_plain(const unsigned char *p, const unsigned char *last)
 static const unsigned char *
 pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
 {
+    int                   ascii;
     size_t                n;
     unsigned              c, need, lo, hi;
     const unsigned char  *start, *seq;
@@ -357,7 +358,10 @@ pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
         }
     }
 
+    /* the run from "start" has no byte over 0x7f while "ascii" is 1 */
+
     start = p;
+    ascii = 1;
 
     for ( ;; ) {
 
@@ -371,7 +375,7 @@ pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
 
         if (c == '\\') {
             if (x->sink != PA_K_SKIP && p > start) {
-                pa_oai_data(x, start, p - start);
+                pa_oai_data_text(x, start, p - start, ascii);
             }
 
             n = pa_oai_escape_fast(x, p, last - p);
@@ -388,6 +392,7 @@ pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
 
             p += n;
             start = p;
+            ascii = 1;
             continue;
         }
 
@@ -396,6 +401,8 @@ pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
         }
 
         /* the lead byte tells the length and the range of the next byte */
+
+        ascii = 0;
 
         lo = 0x80;
         hi = 0xbf;
@@ -470,7 +477,7 @@ pa_oai_string(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
     }
 
     if (x->sink != PA_K_SKIP && p > start) {
-        pa_oai_data(x, start, p - start);
+        pa_oai_data_text(x, start, p - start, ascii);
 
         if (x->status != PA_OAI_OK) {
             return p;

@@ -75,10 +75,11 @@ typedef struct pa_oai_s  pa_oai_t;
 
 /*
  * is given the bytes of the key's text as they are hashed, see below;
- * "sep" is 1 for separator bytes, which are not characters
+ * "chars" is how many characters they are: n for ASCII text, less for
+ * other UTF-8, 0 for separator bytes, which are not characters
  */
 typedef void (*pa_oai_text_pt)(void *ctx, const unsigned char *p, size_t n,
-    unsigned sep);
+    size_t chars);
 
 
 /*

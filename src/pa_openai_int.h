@@ -232,6 +232,8 @@ void pa_oai_fail(pa_oai_t *x, pa_oai_status_e status);
 /* pa_openai_text.c: where the bytes of a value go, the key's text */
 
 void pa_oai_data(pa_oai_t *x, const unsigned char *s, size_t n);
+void pa_oai_data_text(pa_oai_t *x, const unsigned char *s, size_t n,
+    int ascii);
 void pa_oai_pend_open(pa_oai_t *x);
 void pa_oai_pend_close(pa_oai_t *x);
 void pa_oai_flush(pa_oai_t *x);

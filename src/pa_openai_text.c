@@ -12,15 +12,15 @@
 #include <string.h>
 
 #include "pa_openai_int.h"
+#include "pa_utf8.h"
 
 
 static void pa_oai_pend(pa_oai_t *x, const unsigned char *s, size_t n);
 static int pa_oai_pend_grow(pa_oai_t *x, size_t need);
-static size_t pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n);
+static size_t pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n,
+    int ascii);
 static void pa_oai_past(pa_oai_t *x, const unsigned char *s, size_t n);
 static void pa_oai_sep_out(pa_oai_t *x);
-static size_t pa_oai_cut(const unsigned char *s, size_t n, size_t want,
-    size_t *chars);
 
 
 /* decoded bytes of a string, or the text of a number, whole characters */
@@ -28,12 +28,21 @@ static size_t pa_oai_cut(const unsigned char *s, size_t n, size_t want,
 void
 pa_oai_data(pa_oai_t *x, const unsigned char *s, size_t n)
 {
+    pa_oai_data_text(x, s, n, 0);
+}
+
+
+/* the same; "ascii" 1 if the scanner saw no byte over 0x7f in them */
+
+void
+pa_oai_data_text(pa_oai_t *x, const unsigned char *s, size_t n, int ascii)
+{
     size_t  i, m;
 
     switch (x->sink) {
 
     case PA_K_TEXT:
-        m = pa_oai_text(x, s, n);
+        m = pa_oai_text(x, s, n, ascii);
 
         if (x->chars >= x->length) {
             x->sink = x->count_past ? PA_K_PAST : PA_K_SKIP;
@@ -105,7 +114,7 @@ pa_oai_pend(pa_oai_t *x, const unsigned char *s, size_t n)
 
     want = x->length - x->chars - x->pend_chars;
 
-    len = (want == 0) ? 0 : pa_oai_cut(s, n, want, &chars);
+    len = (want == 0) ? 0 : pa_utf8_span(s, n, want + 1, &chars);
 
     /* past the key: counted, as the rest of the body's text */
 
@@ -221,7 +230,7 @@ pa_oai_flush(pa_oai_t *x)
 
         /* the role may have filled the key: the rest is past it */
 
-        m = pa_oai_text(x, p, len);
+        m = pa_oai_text(x, p, len, 0);
         pa_oai_past(x, p + m, len - m);
         pa_oai_sep(x, PA_OAI_SEP_PIECE, seps);
 
@@ -253,19 +262,27 @@ pa_oai_pck(pa_oai_t *x)
 
 /*
  * hashes as much of s as the characters still wanted allow; returns
- * how many bytes
+ * how many bytes.  ASCII text is not counted: each byte is a character.
  */
 
 static size_t
-pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n)
+pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n, int ascii)
 {
-    size_t  len, chars;
+    size_t  len, chars, want;
 
     if (x->chars >= x->length || n == 0) {
         return 0;
     }
 
-    len = pa_oai_cut(s, n, x->length - x->chars, &chars);
+    want = x->length - x->chars;
+
+    if (ascii) {
+        len = (n < want) ? n : want;
+        chars = len;
+
+    } else {
+        len = pa_utf8_span(s, n, want + 1, &chars);
+    }
 
     if (x->sep_run) {
         pa_oai_sep_out(x);
@@ -276,7 +293,7 @@ pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n)
     }
 
     if (x->hook) {
-        x->hook(x->hook_ctx, s, len, 0);
+        x->hook(x->hook_ctx, s, len, chars);
     }
 
     x->chars += chars;
@@ -354,48 +371,9 @@ pa_oai_sep_out(pa_oai_t *x)
         }
 
         if (x->hook) {
-            x->hook(x->hook_ctx, seps, m, 1);
+            x->hook(x->hook_ctx, seps, m, 0);
         }
 
         n -= m;
     }
-}
-
-
-/*
- * the bytes of the first "want" characters of valid UTF-8 s, and in
- * "chars" how many characters they are: a character starts at each byte
- * that is not a continuation byte 10xxxxxx.  8 bytes at a time while
- * they cannot hold more characters than are wanted.
- */
-
-static size_t
-pa_oai_cut(const unsigned char *s, size_t n, size_t want, size_t *chars)
-{
-    size_t    i, c;
-    uint64_t  w;
-
-    c = 0;
-
-    for (i = 0; n - i >= 8 && want - c >= 8; i += 8) {
-        memcpy(&w, s + i, 8);
-
-        /* bit 7 of each continuation byte, then their number */
-
-        w = w & ~(w << 1) & 0x8080808080808080ULL;
-        c += 8 - (size_t) (((w >> 7) * 0x0101010101010101ULL) >> 56);
-    }
-
-    for ( /* void */ ; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80) {
-            if (c == want) {
-                break;
-            }
-
-            c++;
-        }
-    }
-
-    *chars = c;
-    return i;
 }

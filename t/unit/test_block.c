@@ -6,7 +6,8 @@
  * points, independence from how the text is split, chaining, seeds, the
  * block cap and the unit count; separators, which are no units, and the
  * units of OpenAI bodies read by pa_openai.c (a body of empty strings
- * has none).
+ * has none).  pa_utf8_span() (src/pa_utf8.h) against a byte-by-byte
+ * count, on text from all ASCII to all multi-byte.
  */
 
 
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "pa_block.h"
+#include "pa_utf8.h"
 #include "pa_openai.h"
 #include "unit.h"
 #include "arena.h"
@@ -43,10 +45,11 @@ static uint32_t sep_reference(const unsigned char *p, const unsigned char *sep,
     size_t n, uint32_t bu, uint32_t max, uint64_t *out, uint64_t *units);
 static void test_seps(void);
 static void feed_hook(void *ctx, const unsigned char *p, size_t n,
-    unsigned sep);
+    size_t chars);
 static uint32_t openai_blocks(const char *body, size_t len, size_t length,
     uint32_t bu, uint32_t max, uint64_t *out);
 static void test_openai(void);
+static void test_span(void);
 
 
 static unsigned char  text[TEXT_MAX];
@@ -160,7 +163,8 @@ in_pieces(const unsigned char *p, size_t n, int is_char, uint32_t bu,
     uint32_t max, uint64_t seed, uint64_t *out, uint64_t *rnd,
     size_t maxpiece, pa_blocks_t *b)
 {
-    size_t  off, k;
+    int     ascii;
+    size_t  off, k, i;
 
     if (pa_blocks_init(b, is_char, bu, max, out) != 0) {
         return UINT32_MAX;
@@ -170,7 +174,13 @@ in_pieces(const unsigned char *p, size_t n, int is_char, uint32_t bu,
         k = (rnd == NULL) ? n : 1 + rnd_next(rnd) % maxpiece;
         k = (k > n - off) ? n - off : k;
 
-        (void) pa_blocks_feed(b, p + off, k);
+        /* an ASCII piece is said to be one, as the OpenAI text's cut does */
+
+        for (ascii = is_char, i = 0; ascii && i < k; i++) {
+            ascii = (p[off + i] < 0x80);
+        }
+
+        (void) pa_blocks_feed_text(b, p + off, k, ascii);
     }
 
     return pa_blocks_finish(b, seed);
@@ -300,7 +310,9 @@ test_splits(void)
         bu = sizes[round % 5];
         maxpiece = pieces[(round / 5) % 5];
 
-        n = make_text(text, 1 + rnd_next(&rnd) % 3000, &rnd, is_char);
+        /* code points in ASCII text are also counted without a scan */
+        n = make_text(text, 1 + rnd_next(&rnd) % 3000, &rnd,
+                      is_char && round % 4 != 3);
 
         nr = reference(text, n, is_char, bu, MAX_BLK, round, ref, &units);
 
@@ -590,13 +602,13 @@ test_seps(void)
 
 
 static void
-feed_hook(void *ctx, const unsigned char *p, size_t n, unsigned sep)
+feed_hook(void *ctx, const unsigned char *p, size_t n, size_t chars)
 {
-    if (sep) {
+    if (chars == 0) {
         (void) pa_blocks_feed_sep(ctx, p, n);
 
     } else {
-        (void) pa_blocks_feed(ctx, p, n);
+        (void) pa_blocks_feed_text(ctx, p, n, chars == n);
     }
 }
 
@@ -705,6 +717,82 @@ test_openai(void)
 }
 
 
+/*
+ * text with one character in "odds" multi-byte (runs of ASCII between),
+ * cut at every start and for every count of leads wanted, as a byte
+ * loop counts them
+ */
+
+static void
+test_span(void)
+{
+    size_t    n, i, j, k, c, want, len, leads, odds, bad;
+    uint64_t  rnd, r;
+
+    rnd = 11;
+    bad = 0;
+
+    for (odds = 1; odds <= 64; odds *= 4) {
+        n = 0;
+
+        while (n < 600) {
+            r = rnd_next(&rnd);
+
+            if (r % odds == 0) {
+                n += make_text(text + n, 1, &rnd, 1);
+
+            } else {
+                text[n++] = (unsigned char) ('a' + (r >> 8) % 26);
+            }
+        }
+
+        for (i = 0; i < 80; i++) {
+            for (want = 1; want <= 200; want++) {
+
+                /* the reference: stop at lead number "want" */
+
+                c = 0;
+
+                for (j = i; j < n; j++) {
+                    if ((text[j] & 0xc0) != 0x80) {
+                        if (c + 1 == want) {
+                            break;
+                        }
+
+                        c++;
+                    }
+                }
+
+                len = pa_utf8_span(text + i, n - i, want, &leads);
+
+                if (len != j - i || leads != c) {
+                    bad++;
+                }
+
+                /* and a piece that ends before it */
+
+                k = (j - i) / 2;
+                len = pa_utf8_span(text + i, k, want, &leads);
+
+                if (len != k) {
+                    bad++;
+                }
+            }
+        }
+
+        len = pa_utf8_span(text, n, SIZE_MAX, &leads);
+
+        for (c = 0, j = 0; j < n; j++) {
+            c += ((text[j] & 0xc0) != 0x80);
+        }
+
+        CHECK(len == n && leads == c);
+    }
+
+    CHECK_MSG(bad == 0, "%zu spans differ", bad);
+}
+
+
 int
 main(void)
 {
@@ -716,6 +804,7 @@ main(void)
     test_cap();
     test_seps();
     test_openai();
+    test_span();
 
     return UNIT_DONE();
 }

@@ -40,6 +40,7 @@ typedef struct {
     size_t          split;      /* calls that began inside a character */
     size_t          seps;       /* separator bytes, given as such */
     size_t          mixed;      /* calls that mixed them with characters */
+    size_t          miscount;   /* calls whose "chars" was not the count */
     XXH3_state_t    state;      /* all of it */
 } t_hook_t;
 
@@ -79,7 +80,7 @@ static pa_oai_rc_e t_run_long(const char *body, size_t len, size_t chunk,
 static void test_hook(void);
 static void test_golden(void);
 static void t_hook(void *ctx, const unsigned char *p, size_t n,
-    unsigned sep);
+    size_t chars);
 static pa_oai_rc_e t_run_hook(const char *body, size_t length, size_t chunk,
     t_hook_t *h, pa_oai_result_t *res);
 static void test_corpus(void);
@@ -1619,7 +1620,7 @@ test_hook(void)
             v[0] = XXH3_64bits_digest(&h2.state);
 
             CHECK_MSG(rc == PA_OAI_DONE && h2.split == 0
-                      && r.hash == XXH3_64bits(v, sizeof(v))
+                      && h2.miscount == 0 && r.hash == XXH3_64bits(v, sizeof(v))
                       && memcmp(h2.text, text, h2.len) == 0,
                       "length %zu, by %zu", k, chunk);
 
@@ -1647,7 +1648,8 @@ test_hook(void)
 
         v[0] = XXH3_64bits_digest(&h.state);
 
-        CHECK(rc == PA_OAI_DONE && r.chars == 65536 && h.split == 0);
+        CHECK(rc == PA_OAI_DONE && r.chars == 65536 && h.split == 0
+              && h.miscount == 0);
         CHECK(r.hash == XXH3_64bits(v, sizeof(v)));
         CHECK(h.len > 65536 && memcmp(h.text, "user\x1e", 5) == 0);
 
@@ -1731,12 +1733,22 @@ test_hook(void)
 
 
 static void
-t_hook(void *ctx, const unsigned char *p, size_t n, unsigned sep)
+t_hook(void *ctx, const unsigned char *p, size_t n, size_t chars)
 {
-    size_t     i, m;
+    size_t     i, m, c;
+    unsigned   sep;
     t_hook_t  *h = ctx;
 
     h->calls++;
+    sep = (chars == 0);
+
+    for (c = 0, i = 0; i < n; i++) {
+        c += ((p[i] & 0xc0) != 0x80);
+    }
+
+    if (!sep && c != chars) {
+        h->miscount++;
+    }
 
     /* the texts of these tests have no U+001D..U+001F of their own */
 
