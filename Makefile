@@ -63,7 +63,11 @@ deps-test: deps
 deps-bench: deps-test
 	@$(call deps,$(DEB_BENCH))
 
-# nginx's configure writes into its tree, so configure a private copy
+# nginx's configure writes into its tree, so configure a private copy;
+# with Debian's flags and compiler options, as the package builds it
+# (dh-sequence-nginx's nginx_mod: dpkg-buildflags, -O2), not nginx's -O
+DEB_FLAGS = DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get
+
 $(BUILD)/nginx/Makefile: config | deps
 	rm -rf $(BUILD)/nginx
 	mkdir -p $(BUILD)
@@ -72,6 +76,9 @@ $(BUILD)/nginx/Makefile: config | deps
 	if [ -f conf_flags ]; then \
 	    . ./conf_flags && \
 	    ./configure "$${NGX_CONF_FLAGS[@]}" \
+	        --with-cc-opt="$$($(DEB_FLAGS) CFLAGS) -fPIC \
+	                       $$($(DEB_FLAGS) CPPFLAGS)" \
+	        --with-ld-opt="$$($(DEB_FLAGS) LDFLAGS) -fPIC" \
 	        --add-dynamic-module=$(CURDIR) >configure.log; \
 	else \
 	    ./configure --with-compat --with-debug \
