@@ -720,7 +720,7 @@ async def pa_routes(session, url):
 class Rec:
     __slots__ = ("idx", "t_sched", "t_send", "t_first", "t_done", "status",
                  "instance", "out_tokens", "cached", "prompt", "error", "arm",
-                 "route", "depth")
+                 "route", "depth", "routed")
 
     def __init__(self, idx):
         self.idx = idx
@@ -734,6 +734,7 @@ class Rec:
         self.arm = None
         self.route = None
         self.depth = None
+        self.routed = True      # False: sent past the routers (--bypass)
 
 
 _USAGE = re.compile(rb'"usage":\{"prompt_tokens":(\d+),"completion_tokens":(\d+)'
@@ -802,6 +803,9 @@ async def drive(url, reqs, opts, closed=0):
     is one router's address or a list of them (--hosts)."""
     recs = [Rec(i) for i in range(len(reqs))]
     urls = spread(url, reqs, opts)
+    engines = set(getattr(opts, "engine_urls", None) or [])
+    for rec, u in zip(recs, urls):
+        rec.routed = u not in engines
     conn = aiohttp.TCPConnector(limit=0, force_close=False,
                                 enable_cleanup_closed=True)
     timeout = opts.request_timeout
@@ -858,6 +862,8 @@ def summarize(strategy, wl, recs, t0, t1, before, after, opts, ports,
     ok = [r for r in recs if r.error is None and r.status == 200
           and r.t_first is not None]
     ttft = [(r.t_first - r.t_send) / scale for r in ok]
+    # the requests that went through a router (all but --bypass's)
+    ttft_routed = [(r.t_first - r.t_send) / scale for r in ok if r.routed]
     e2e = [(r.t_done - r.t_send) / scale for r in ok]
     delta = []
     for b, a in zip(before, after):
@@ -901,6 +907,9 @@ def summarize(strategy, wl, recs, t0, t1, before, after, opts, ports,
         "errors": dict(errors),
         "ttft_p50": pct(ttft, 50), "ttft_p90": pct(ttft, 90),
         "ttft_p99": pct(ttft, 99), "ttft_mean": mean(ttft),
+        "ttft_routed_p50": pct(ttft_routed, 50),
+        "ttft_routed_p90": pct(ttft_routed, 90),
+        "ttft_routed_p99": pct(ttft_routed, 99),
         "e2e_p50": pct(e2e, 50), "e2e_p90": pct(e2e, 90),
         "hit_rate": h / q if q else float("nan"),
         "hit_rate_client": (sum(cached_client) / sum(prompt_client)
@@ -1214,6 +1223,7 @@ def med_range(xs):
 
 
 AGG_KEYS = ("hit_rate", "ttft_p50", "ttft_p90", "ttft_p99", "ttft_mean",
+            "ttft_routed_p50", "ttft_routed_p90", "ttft_routed_p99",
             "balance_req", "balance_peak", "req_per_s", "out_tok_per_s")
 WITHIN_POOLED = 1.25
 
@@ -1896,11 +1906,17 @@ def hosts_cell(a, key, f="%.2f", scale=1.0):
 def hosts_table(wlname, by_cond, strategies):
     """One workload: the module (each of `strategies`) in each condition,
     against round robin in the same condition, and against itself with one
-    host and no bypass (the loss the hosts and the other clients cost)."""
+    host and no bypass (the loss the hosts and the other clients cost).
+    With a bypass, the requests that went through a router apart too
+    ("routed"), and their P90 x rr over the P90 x rr of the run with the
+    same hosts and no bypass."""
     lines = ["| module | hosts | bypass | KV hit | hit - 1 host (points) | "
              "TTFT P50 x rr | P90 x rr | P99 x rr | P50 s | P90 s | "
-             "P50 x 1 host | P90 x 1 host | max/mean req | errors |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "P50 x 1 host | P90 x 1 host | routed P50 x rr | "
+             "routed P90 x rr | routed P99 x rr | routed P90 x rr / "
+             "no bypass | max/mean req | errors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+             "---|---|---|"]
     for strategy, cond in [(st, c) for st in strategies
                            for c in sorted(by_cond)]:
         base = by_cond.get((1, 0.0), {}).get(strategy)
@@ -1913,8 +1929,13 @@ def hosts_table(wlname, by_cond, strategies):
             d_hit = "%+.1f" % (100 * (h - h0))
             d50 = "%.2f" % _div(a["ttft_p50"][0], base["ttft_p50"][0])
             d90 = "%.2f" % _div(a["ttft_p90"][0], base["ttft_p90"][0])
+        nb = by_cond.get((cond[0], 0.0), {}).get(strategy)
+        r_nb = "-"
+        if cond[1] and nb and a.get("ttft_routed_p90_rr"):
+            r_nb = "%.2f" % _div(a["ttft_routed_p90_rr"][0],
+                                 nb["ttft_p90_rr"][0])
         lines.append("| %s | %d | %d %% | %s | %s | %s | %s | %s | %s | %s "
-                     "| %s | %s | %s | %d |" % (
+                     "| %s | %s | %s | %s | %s | %s | %s | %d |" % (
                          strategy, cond[0], round(100 * cond[1]),
                          hosts_cell(a, "hit_rate", "%.1f", 100),
                          d_hit, hosts_cell(a, "ttft_p50_rr"),
@@ -1922,7 +1943,11 @@ def hosts_table(wlname, by_cond, strategies):
                          hosts_cell(a, "ttft_p99_rr"),
                          hosts_cell(a, "ttft_p50", "%.3f"),
                          hosts_cell(a, "ttft_p90", "%.3f"),
-                         d50, d90, hosts_cell(a, "balance_req"),
+                         d50, d90,
+                         hosts_cell(a, "ttft_routed_p50_rr"),
+                         hosts_cell(a, "ttft_routed_p90_rr"),
+                         hosts_cell(a, "ttft_routed_p99_rr"), r_nb,
+                         hosts_cell(a, "balance_req"),
                          a["n"] - a["ok"]))
     return "\n".join(lines)
 

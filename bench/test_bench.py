@@ -745,3 +745,26 @@ class TestHosts(unittest.TestCase):
             engine_urls = ["e0"]
         self.assertEqual(run.spread("u", [1, 2, 3], O()), ["u", "u", "u"])
 
+    def test_hosts_table_routed_apart(self):
+        """with a bypass, the routed requests' P90 x rr over the P90 x rr
+        of the same hosts without bypass"""
+        import run
+
+        def agg(p90_rr, routed_p90_rr):
+            a = {k: (1.0, 1.0, 1.0) for k in (
+                "hit_rate", "ttft_p50", "ttft_p90", "ttft_p50_rr",
+                "ttft_p99_rr", "balance_req")}
+            a.update(n=10, ok=10, ttft_p90_rr=(p90_rr, p90_rr, p90_rr))
+            if routed_p90_rr is not None:
+                a["ttft_routed_p90_rr"] = (routed_p90_rr,) * 3
+            return a
+        by_cond = {(4, 0.0): {"pa_v2": agg(0.60, 0.60)},
+                   (4, 0.3): {"pa_v2": agg(0.90, 0.63)}}
+        rows = run.hosts_table("chat", by_cond, ["pa_v2"]).split("\n")
+        cells = [c.strip() for c in rows[3].split("|")]
+        self.assertEqual(cells[3], "30 %")
+        self.assertEqual(cells[14], "0.63")
+        self.assertEqual(cells[16], "1.05")
+        # no bypass: no ratio of its own
+        self.assertEqual([c.strip() for c in rows[2].split("|")][16], "-")
+
