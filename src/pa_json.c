@@ -268,26 +268,44 @@ pa_oai_plain(const unsigned char *p, const unsigned char *last)
     unsigned  c;
 #if (PA_OAI_SSE2)
     int       m;
-    __m128i   v, q, b, l;
+    __m128i   v, w, q, b, l;
 
     q = _mm_set1_epi8('"');
     b = _mm_set1_epi8('\\');
     l = _mm_set1_epi8(0x20);
 
+    /*
+     * 32 bytes a test while none is special (most of a prompt), then 16;
+     * signed: the bytes above 0x7f are below 0x20 too
+     */
+
+#define pa_oai_special16(v)                                                   \
+    _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, b)),    \
+                 _mm_cmplt_epi8(v, l))
+
+    while (last - p >= 32) {
+        v = pa_oai_special16(_mm_loadu_si128((const __m128i *) p));
+        w = pa_oai_special16(_mm_loadu_si128((const __m128i *) (p + 16)));
+
+        if (_mm_movemask_epi8(_mm_or_si128(v, w))) {
+            break;
+        }
+
+        p += 32;
+    }
+
     while (last - p >= 16) {
-        v = _mm_loadu_si128((const __m128i *) p);
+        m = _mm_movemask_epi8(
+                pa_oai_special16(_mm_loadu_si128((const __m128i *) p)));
 
-        /* signed: the bytes above 0x7f are below 0x20 too */
-
-        m = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, q),
-                                                        _mm_cmpeq_epi8(v, b)),
-                                           _mm_cmplt_epi8(v, l)));
         if (m) {
             return p + __builtin_ctz(m);
         }
 
         p += 16;
     }
+
+#undef pa_oai_special16
 #else
     uint64_t  w;
 
