@@ -7,9 +7,10 @@
  * self-contained page (no other file, script or font) whose script reads
  * the same location's JSON every 2 seconds and draws it: each upstream's
  * servers with their in-flight requests, work, routes, what their engines
- * report and how old it is, what their answers said; the index's
- * placements and matched-depth histogram; the models.  Names are put in
- * as text, never as markup.
+ * report and how old it is, what their answers said, and with
+ * prefix_aware_sync the other hosts' requests and work on them; the
+ * index's placements and matched-depth histogram; the models.  Names are
+ * put in as text, never as markup.
  */
 
 
@@ -110,18 +111,27 @@ static u_char  ngx_http_prefix_aware_status_page[] =
     "       + ix.evictions + \" evictions\" : \", index off\"), \"muted\"));"
     "\n"
     "\n"
+    "  if (u.sync) {\n"
+    "    d.appendChild(el(\"div\", \"sync \" + u.sync.listen + \": \"\n"
+    "      + u.sync.hosts + \" of \" + u.sync.peers + \" peers heard, load "
+    "\"\n"
+    "      + u.sync.load + \", sent \" + u.sync.sent + \", received \"\n"
+    "      + u.sync.received + \", refused \" + u.sync.refused, \"muted\"));\n"
+    "  }\n"
+    "\n"
     "  d.appendChild(el(\"h3\", \"servers\"));\n"
     "  rows = u.servers.map(function (s) {\n"
-    "    var e = s.engine || {}, f = s.feedback || {};\n"
-    "    return [s.server, el(\"span\", s.state, s.state), s.inflight, s.work"
-    ",\n"
-    "            s.requests, s.affinity, s.spill, s.failover,\n"
-    "            e.waiting, e.running,\n"
-    "            e.kv_usage === undefined ? \"-\" : (100 * e.kv_usage).toFixe"
-    "d(1) + \" %\",\n"
-    "            e.capacity, s.engine ? age(e.age_ms) : \"-\",\n"
-    "            s.feedback ? f.confirmed + \" / \" + f.shortfall : \"-\",\n"
-    "            f.learned_capacity];\n"
+    "    var e = s.engine || {}, f = s.feedback || {}, o = s.other_hosts, r;\n"
+    "    r = [s.server, el(\"span\", s.state, s.state), s.inflight, s.work,\n"
+    "         s.requests, s.affinity, s.spill, s.failover,\n"
+    "         e.waiting, e.running,\n"
+    "         e.kv_usage === undefined ? \"-\" : (100 * e.kv_usage).toFixed(1)"
+    " + \" %\",\n"
+    "         e.capacity, s.engine ? age(e.age_ms) : \"-\",\n"
+    "         s.feedback ? f.confirmed + \" / \" + f.shortfall : \"-\",\n"
+    "         f.learned_capacity];\n"
+    "    if (u.sync) { r.push(o ? o.inflight + \" / \" + o.work : \"-\"); }\n"
+    "    return r;\n"
     "  });\n"
     "  d.appendChild(table([\"server\", \"state\", \"in flight\", \"work\", "
     "\"requests\",\n"
@@ -129,7 +139,9 @@ static u_char  ngx_http_prefix_aware_status_page[] =
     "\",\n"
     "    \"KV usage\", \"KV cache (tokens)\", \"report age\", \"answers ok / "
     "short\",\n"
-    "    \"learned cache\"], rows));\n"
+    "    \"learned cache\"].concat(u.sync ? [\"other hosts: in flight / work"
+    "\"]\n"
+    "    : []), rows));\n"
     "\n"
     "  if (ix) {\n"
     "    d.appendChild(el(\"h3\", \"placed: match \" + ix.placed.match + \", "

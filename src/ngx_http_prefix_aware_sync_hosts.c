@@ -29,6 +29,8 @@ static ngx_int_t ngx_http_prefix_aware_sync_lock(
     ngx_http_prefix_aware_shm_upstream_t *up);
 static ngx_int_t ngx_http_prefix_aware_sync_server(
     ngx_http_prefix_aware_sync_t *sy, uint64_t hash);
+static ngx_uint_t ngx_http_prefix_aware_sync_hosts(
+    ngx_http_prefix_aware_shm_upstream_t *up);
 static int ngx_libc_cdecl ngx_http_prefix_aware_sync_cmp(const void *a,
     const void *b);
 
@@ -373,13 +375,30 @@ ngx_http_prefix_aware_sync_lock(ngx_http_prefix_aware_shm_upstream_t *up)
 }
 
 
+/* the other hosts heard from, those not yet gone quiet */
+
+static ngx_uint_t
+ngx_http_prefix_aware_sync_hosts(ngx_http_prefix_aware_shm_upstream_t *up)
+{
+    ngx_uint_t  h, hosts;
+
+    hosts = 0;
+
+    for (h = 0; h < NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS; h++) {
+        hosts += (up->sync_host[h] != 0);
+    }
+
+    return hosts;
+}
+
+
 /* the other hosts' figures on the status page */
 
 void
 ngx_http_prefix_aware_sync_json(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_http_prefix_aware_writer_t *w)
 {
-    ngx_uint_t                             h, hosts;
+    ngx_uint_t                             hosts;
     ngx_atomic_t                          *n;
     ngx_http_prefix_aware_sync_t          *sy;
     ngx_http_prefix_aware_shm_upstream_t  *up;
@@ -391,11 +410,7 @@ ngx_http_prefix_aware_sync_json(ngx_http_prefix_aware_srv_conf_t *pacf,
         return;
     }
 
-    hosts = 0;
-
-    for (h = 0; h < NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS; h++) {
-        hosts += (up->sync_host[h] != 0);
-    }
+    hosts = ngx_http_prefix_aware_sync_hosts(up);
 
     n = up->sync_count;
 
@@ -448,7 +463,7 @@ ngx_http_prefix_aware_sync_prometheus(
     ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
     ngx_http_prefix_aware_writer_t *w)
 {
-    ngx_uint_t                           i, j, k, f, any, hosts;
+    ngx_uint_t                           i, j, k, f, any;
     ngx_atomic_int_t                     v;
     ngx_http_prefix_aware_srv_conf_t   **pacf, *c;
     ngx_http_prefix_aware_shm_server_t  *s;
@@ -495,15 +510,9 @@ ngx_http_prefix_aware_sync_prometheus(
             continue;
         }
 
-        hosts = 0;
-
-        for (k = 0; k < NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS; k++) {
-            hosts += (c->shm->sync_host[k] != 0);
-        }
-
         ngx_http_prefix_aware_printf(w,
             "nginx_prefix_aware_sync_hosts{upstream=\"%V\"} %ui\n",
-            &label[i][0], hosts);
+            &label[i][0], ngx_http_prefix_aware_sync_hosts(c->shm));
     }
 
     for (f = 0; f < 2; f++) {

@@ -2,8 +2,9 @@
 # and a browser (Accept: text/html), with one self-contained page whose
 # script reads the JSON and draws it.  Loaded in a real headless browser
 # (Debian's chromium, make deps-test): after its script ran, the page shows
-# each upstream, its servers with their state, in-flight requests, routes
-# and what the engines' answers said, and the matched-depth histogram.
+# each upstream, its servers with their state, in-flight requests, routes,
+# what the engines' answers said and what other hosts (prefix_aware_sync)
+# have in flight on them, and the matched-depth histogram.
 # curl (Accept: */*) still gets JSON, Prometheus (text/plain) its text; the
 # page names no other file, script or font, and puts names in as text.
 
@@ -24,7 +25,8 @@ if (!ok system("command -v $chromium >/dev/null 2>&1") == 0,
     exit;
 }
 
-my %port = map { $_ => free_port() } qw(b1 b2);
+my %port = map { $_ => free_port() } qw(b1 b2 sync peer);
+my $key = 'html-page-test-key-0123';
 
 my $be = PrefixAware::Scenario->new(name => 'html-backends');
 $be->start($be->backends(%port));
@@ -35,6 +37,8 @@ my $listen = $ng->port;
 $ng->start(<<"_EOC_");
     upstream llm {
         prefix_aware feedback=on;
+        prefix_aware_sync 127.0.0.1:$port{sync} "key=$key"
+                          peer=127.0.0.1:$port{peer};
         server 127.0.0.1:$port{b1};
         server 127.0.0.1:$port{b2};
     }
@@ -105,7 +109,10 @@ my @cells = $row{$p} =~ m{<td>(?:<span[^>]*>)?([^<]*)}g;
 is_deeply [ @cells[0 .. 4] ], [ 'up', 0, 0, 3, 3 ],
     'its row: up, nothing in flight, no work, 3 requests, all by affinity'
     or diag "@cells";
-is $cells[-2], '0 / 0', 'answers: none confirmed, none short (no usage)';
+is $cells[-3], '0 / 0', 'answers: none confirmed, none short (no usage)';
+is $cells[-1], '0 / 0', 'other hosts: none in flight, no work (none heard)';
+like $text, qr/sync 127\.0\.0\.1:$port{sync}: 0 of 1 peers heard, load on, sent [1-9]\d*, received 0, refused 0/,
+    'the sync line: the peer never answered, the records were sent';
 like $text, qr/placed: match 2, cold 1, spill 0, least 0/, 'placements';
 like $text, qr/<= 16 2 /, 'the depth histogram: 2 requests matched 16 blocks';
 
