@@ -8,6 +8,9 @@
  * A small scan cap and failing allocations are tried as well.  Counting
  * the text past the key (pa_oai_count_past) keeps the key, and counts
  * the whole text's characters past the key's, in 1 to 4 bytes each.
+ * The text hook is given pieces whose "chars" is their count of
+ * characters (the scanner's ASCII runs are not counted again), and as
+ * many characters in all as the key has.
  */
 
 
@@ -41,10 +44,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void f_run(const uint8_t *data, size_t size, size_t length,
     size_t cap, size_t split, long fail_at, f_run_t *run);
 static void f_same(const f_run_t *a, const f_run_t *b);
+static void f_hook(void *ctx, const unsigned char *p, size_t n,
+    size_t chars);
 
 
 static ta_arena_t  f_arena = { NULL, -1, 0 };
 static int         f_past;
+static size_t      f_chars;     /* the characters the hook was given */
 
 
 int
@@ -158,6 +164,9 @@ f_run(const uint8_t *data, size_t size, size_t length, size_t cap,
         pa_oai_count_past(x);
     }
 
+    f_chars = 0;
+    pa_oai_text_hook(x, f_hook, NULL);
+
     if (cap == 0) {
         cap = size;
     }
@@ -221,6 +230,9 @@ f_run(const uint8_t *data, size_t size, size_t length, size_t cap,
     if (run->res.status != PA_OAI_OK) {
         F_CHECK(run->res.hash == 0 && run->res.chars == 0);
         F_CHECK(!run->res.has_pck && !run->res.pck_invalid);
+
+    } else {
+        F_CHECK(f_chars == run->res.chars);
     }
 
     if (fail_at < 0) {
@@ -249,3 +261,25 @@ f_same(const f_run_t *a, const f_run_t *b)
 }
 
 
+/* a piece of the key's text: "chars" is its count of characters */
+
+static void
+f_hook(void *ctx, const unsigned char *p, size_t n, size_t chars)
+{
+    size_t  i, leads;
+
+    F_CHECK(n > 0);
+
+    if (chars == 0) {
+        /* separators */
+        return;
+    }
+
+    for (leads = 0, i = 0; i < n; i++) {
+        leads += ((p[i] & 0xc0) != 0x80);
+    }
+
+    F_CHECK(chars == leads);
+
+    f_chars += chars;
+}
