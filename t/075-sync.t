@@ -57,7 +57,7 @@ $extra
         location /c/ { proxy_pass http://llm/; }
         location /other/ { proxy_pass http://other/; }
         location /alone/ { proxy_pass http://alone/; }
-        location /slow/ { proxy_pass http://llm/slow; }
+        location /slow3/ { proxy_pass http://llm/slow3; }
         location = /st { prefix_aware_status; }
 $stub    }
 _EOC_
@@ -143,9 +143,10 @@ is $r->{headers}{'x-depth'}, int(3004 / 128), 'host A matches host B\'s';
 is $r->{headers}{'x-up'}, $bserver, '... on its server';
 
 # a request held on A counts on B's page, as A's load, and no longer
-# once it ends
+# once it ends; its prefill counts until the first bytes of its answer,
+# about 3 seconds (/slow3): time for B to see it on a busy machine
 my $c = $ng->conn;
-$c->send(POST => '/slow/v1/chat/completions', body => chat(rnd(2000)),
+$c->send(POST => '/slow3/v1/chat/completions', body => chat(rnd(2000)),
          headers => [ 'Content-Type', 'application/json' ]);
 
 my $seen = wait_until {
