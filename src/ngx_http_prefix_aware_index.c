@@ -27,6 +27,14 @@
 #define NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MAX  (64 * 1024 * 1024)
 
 /*
+ * index=auto: bytes of the zone for each block the servers' caches hold,
+ * two entries of 32 bytes (a bucket of 4 ways half full on average): at
+ * one entry, as many blocks as entries, a bucket overflowed as often as
+ * a Poisson(4) count exceeds 4 (37 %), and live entries were evicted
+ */
+#define NGX_HTTP_PREFIX_AWARE_INDEX_PER_BLOCK  64
+
+/*
  * a match may be over the work bound by one cold request of this many
  * units (or what it saves, if more): 65536, where the default length
  * took it to in December 2026, cost multi-tenant chat 5 points of hit
@@ -380,8 +388,8 @@ ngx_http_prefix_aware_index_off(ngx_conf_t *cf,
 
 
 /*
- * index=auto's zone: 32 bytes (an entry of 4 holders) for each block of
- * the servers' caches, "capacity" tokens of 4 units each, rounded up to a
+ * index=auto's zone: NGX_HTTP_PREFIX_AWARE_INDEX_PER_BLOCK bytes for each
+ * block of the servers' caches, "capacity" tokens of 4 units each, rounded up to a
  * power of two so that a reload which adds or removes a few servers keeps
  * the zone, and with it the index; 1m to 64m
  */
@@ -392,7 +400,8 @@ ngx_http_prefix_aware_index_auto_size(ngx_http_prefix_aware_srv_conf_t *pacf)
     size_t    size;
     uint64_t  want;
 
-    want = (uint64_t) pacf->nservers * pacf->capacity * 4 / pacf->block * 32;
+    want = (uint64_t) pacf->nservers * pacf->capacity * 4 / pacf->block
+           * NGX_HTTP_PREFIX_AWARE_INDEX_PER_BLOCK;
 
     size = NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MIN;
 

@@ -27,6 +27,9 @@ static void pa_index_unlock(unsigned char *bucket, uint64_t word,
     const pa_index_copy_t *c, size_t from, size_t to);
 static void pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     uint32_t stamp, uint64_t epoch, pa_index_count_t *cnt);
+static int pa_index_touch(pa_index_t *idx, unsigned char *bucket,
+    uint64_t word, uint64_t hash, uint32_t server, uint32_t stamp,
+    uint64_t epoch);
 static void pa_index_sweep(pa_index_t *idx, pa_index_copy_t *c,
     uint64_t swept);
 static int64_t pa_index_held(pa_index_t *idx, uint64_t hash,
@@ -379,6 +382,10 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
         return;
     }
 
+    if (pa_index_touch(idx, bucket, word, hash, server, stamp, epoch) == 0) {
+        return;
+    }
+
     /*
      * the lock is held: no writer changes the words while they are read,
      * and readers do not write, so they are copied at once
@@ -514,6 +521,62 @@ pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     /* only the entry changed, unless the bucket was swept */
     pa_index_unlock(bucket, word, &c, from ? from : ent,
                     from ? PA_INDEX_BUCKET : ent + idx->entry_size);
+}
+
+
+/*
+ * a block its server holds first already, the common case of a prefix
+ * stamped again: the stamp's word alone is written, in place, and the
+ * bucket released; -1 (the bucket still held) for any other case.  The
+ * lock is held, so the words are read without a copy
+ */
+
+static int
+pa_index_touch(pa_index_t *idx, unsigned char *bucket, uint64_t word,
+    uint64_t hash, uint32_t server, uint32_t stamp, uint64_t epoch)
+{
+    size_t     ent, st;
+    uint16_t   first;
+    uint32_t   e, tag, t;
+    uint64_t  *w, v;
+
+    w = (uint64_t *) bucket;
+
+    if ((int64_t) (epoch - w[1]) >= PA_INDEX_SWEEP) {
+        return -1;
+    }
+
+    tag = (uint32_t) (hash >> 32);
+
+    for (e = 0; e < idx->ways; e++) {
+        ent = PA_INDEX_BUCKET_HEAD + (size_t) e * idx->entry_size;
+        st = ent + 4;
+
+        memcpy(&t, bucket + ent, sizeof(uint32_t));
+        memcpy(&first, bucket + st + 4 * idx->holders, sizeof(uint16_t));
+
+        if (t != tag || first == PA_INDEX_NO_SERVER) {
+            continue;
+        }
+
+        if (first != server || (st & 3) != 0) {
+            return -1;
+        }
+
+        /* the 32-bit stamp is in one word: that word is rewritten */
+
+        v = w[st / 8];
+        memcpy((unsigned char *) &v + (st & 7), &stamp, sizeof(uint32_t));
+
+        __atomic_store_n(&w[st / 8], v, __ATOMIC_RELAXED);
+        __atomic_store_n(&w[0],
+                         (word & 0xffffffff00000000ULL)
+                         | (uint32_t) ((uint32_t) word + 1),
+                         __ATOMIC_RELEASE);
+        return 0;
+    }
+
+    return -1;
 }
 
 

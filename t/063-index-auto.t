@@ -83,11 +83,11 @@ my $st = JSON::PP::decode_json($ng->request(GET => '/status')->{body});
 my $up = $st->{upstreams};
 
 ok $up->{dflt}{index}, 'prefix_aware; has an index';
-is $up->{dflt}{index}{size}, 1048576,
-   '... of 1m (4 x 262144 tokens: 32768 blocks, 1 MB)';
+is $up->{dflt}{index}{size}, 2097152,
+   '... of 2m (4 x 262144 tokens: 32768 blocks of 64 bytes, 2 MB)';
 is $up->{dflt}{length}, 524288, '... matched 524288 units deep';
-is $up->{auto}{index}{size}, 4194304,
-   'capacity=1000000: 4m (4 x 1000000 tokens: 125000 blocks, 4 MB)';
+is $up->{auto}{index}{size}, 8388608,
+   'capacity=1000000: 8m (4 x 1000000 tokens: 125000 blocks, 8 MB)';
 is $up->{auto}{length}, 8192, '... at the length given';
 ok !exists $up->{off}{index}, 'index=off has none';
 is $up->{off}{length}, 4096, '... and length 4096';

@@ -594,7 +594,8 @@ static void
 test_fresh(void)
 {
     size_t            size;
-    uint64_t          a[CHAIN];
+    int64_t           age;
+    uint64_t          a[CHAIN], fill[1000];
     uint32_t          depth[NSRV];
     void             *region;
     pa_index_t        idx;
@@ -622,6 +623,43 @@ test_fresh(void)
     CHECK(st.fresh == 5);
     CHECK(pa_index_match(&idx, a, 12, depth, NSRV, NULL, NULL) == 12);
     CHECK(depth[7] == 12 && depth[6] == 12);
+
+    free(region);
+
+    /*
+     * a block its server holds first is stamped again in place: its age
+     * is counted from then, and the other holders keep their order
+     */
+
+    size = pa_index_region_size(1 << 16, NSRV, 4);
+    region = region_new(size);
+
+    CHECK(pa_index_init(&idx, region, size, NSRV, 4, 1000) == 0);
+
+    chain(8, CHAIN, a, CHAIN);
+    chain(9, 1000, fill, 1000);
+
+    pa_index_record(&idx, 3, a, 1, 0);
+    pa_index_record(&idx, 2, a, 1, 0);      /* 2 first, then 3 */
+    record_by_share(&idx, 2, fill, 600);
+
+    /* 600 blocks old, under half a life of 1000 left: stamped again */
+    age = pa_index_record_size(&idx, 2, a, 1, 1, 1);
+    CHECK_MSG(age == 600, "age %lld", (long long) age);
+
+    record_by_share(&idx, 2, fill + 600, 100);
+    age = pa_index_record_size(&idx, 2, a, 1, 1, 1);
+    CHECK_MSG(age == 100, "age %lld, not counted from the new stamp",
+              (long long) age);
+
+    CHECK(pa_index_match(&idx, a, 1, depth, NSRV, NULL, NULL) == 1);
+    CHECK(depth[2] == 1 && depth[3] == 1);
+
+    /* 3, second, stamped again: first now, without the in-place path */
+    pa_index_record(&idx, 3, a, 1, 0);
+    record_by_share(&idx, 2, fill, 450);
+    CHECK(pa_index_match(&idx, a, 1, depth, NSRV, NULL, NULL) == 1);
+    CHECK(depth[3] == 1 && depth[2] == 1);
 
     free(region);
 }
