@@ -337,7 +337,10 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
                 ngx_atomic_fetch_add(&s->inflight, 1);
             }
 
-        } else if (walks == 0) {
+        } else if (walks == 0
+                   && !(pacf->cap_saved && pd->choice == PA_CHOICE_MATCH))
+        {
+            /* not a match let over the cap by what it saves (cap=saved) */
             continue;
 
         } else {

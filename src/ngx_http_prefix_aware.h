@@ -321,6 +321,7 @@ typedef struct {
     pa_place_e                             place;
     ngx_uint_t                             match;     /* percent */
     ngx_uint_t                             prefill_end;  /* prefill=end */
+    ngx_uint_t                             cap_saved;    /* cap=saved */
     ngx_uint_t                             feedback;  /* feedback=on */
     ngx_shm_zone_t                        *index_zone;
     pa_index_t                             index;

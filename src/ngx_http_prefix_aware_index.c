@@ -80,8 +80,10 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
     ngx_uint_t   v;
 
     /* in the order of their values: pa_cold_e, pa_place_e, on = 0 */
-    static const char  *colds[] = { "ring", "least", "auto", NULL };
+    static const char  *colds[] = { "ring", "least", "auto", "two",
+                                       NULL };
     static const char  *places[] = { "deepest", "cost", NULL };
+    static const char  *caps[] = { "hard", "saved", NULL };
     static const char  *switches[] = { "on", "off", NULL };
     static const char  *moments[] = { "first", "end", NULL };
 
@@ -212,6 +214,17 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
         }
 
         pacf->cold = (pa_cold_e) v;
+        return NGX_OK;
+    }
+
+    if (ngx_strncmp(value->data, "cap=", 4) == 0) {
+        if (ngx_http_prefix_aware_index_word(cf, value, 4, caps, &v)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
+        pacf->cap_saved = v;
         return NGX_OK;
     }
 
@@ -688,6 +701,7 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
     in.threshold = pacf->threshold;
     in.cold = pacf->cold;
     in.place = pacf->place;
+    in.cap_saved = pacf->cap_saved ? 1 : 0;
     in.match = (uint32_t) pacf->match;
     in.slack = ngx_min(pacf->length, NGX_HTTP_PREFIX_AWARE_SLACK)
                + NGX_HTTP_PREFIX_AWARE_DECODE;

@@ -496,7 +496,7 @@ ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
         "      \"index\": {\n"
         "        \"size\": %uz, \"block\": %ui, \"balance\": %ui.%02ui, "
         "\"capacity\": %ui, \"cold\": \"%s\", \"place\": \"%s\", "
-        "\"match\": %ui, \"prefill\": \"%s\",\n"
+        "\"cap\": \"%s\", \"match\": %ui, \"prefill\": \"%s\",\n"
         "        \"entries\": %uL, \"used\": %uL, \"evictions\": %uL, "
         "\"recorded\": %uL, \"busy\": %uL, \"recovered\": %uL,\n"
         "        \"placed\": { \"match\": %uA, \"cold\": %uA, "
@@ -505,8 +505,10 @@ ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
         c->index_size, c->block, c->balance / 100, c->balance % 100,
         c->capacity,
         c->cold == PA_COLD_RING ? "ring"
-        : c->cold == PA_COLD_LEAST ? "least" : "auto",
-        c->place == PA_PLACE_COST ? "cost" : "deepest", c->match,
+        : c->cold == PA_COLD_LEAST ? "least"
+        : c->cold == PA_COLD_AUTO ? "auto" : "two",
+        c->place == PA_PLACE_COST ? "cost" : "deepest",
+        c->cap_saved ? "saved" : "hard", c->match,
         c->prefill_end ? "end" : "first",
         st.capacity, st.entries_used, st.evictions, st.recorded, st.busy,
         st.recovered,

@@ -59,7 +59,7 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
     int               over, scan;
     uint32_t          i, k, s, nseen;
     uint64_t          tw, tweight, tin, saved, total;
-    pa_cand_t         c, best, least;
+    pa_cand_t         c, best, least, first;
     pa_load_t         load;
     const pa_ring_t  *ring;
 
@@ -85,6 +85,7 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
 
     memset(&best, 0, sizeof(pa_cand_t));
     memset(&least, 0, sizeof(pa_cand_t));
+    memset(&first, 0, sizeof(pa_cand_t));
     over = 0;
     total = in->total_units ? in->total_units : in->units;
 
@@ -160,7 +161,7 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
      * counts what each server holds; one nobody holds has a home
      */
 
-    if ((in->cold == PA_COLD_RING
+    if ((in->cold == PA_COLD_RING || in->cold == PA_COLD_TWO
          || (in->cold == PA_COLD_AUTO && in->nfound == 0))
         && ring != NULL && ring->npoints > 0
         && ring->nservers == in->nservers)
@@ -195,6 +196,23 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
             if (pa_choose_within(in, &load, &c, tw, tweight, 0)
                 && pa_choose_cold_within(in, &load, &c, tin, tweight))
             {
+                if (in->cold == PA_COLD_TWO && !first.have) {
+                    first = c;
+                    continue;
+                }
+
+                /*
+                 * two choices: the second only for less work after the
+                 * request, its prefill past what each holds counted, so
+                 * that an idle cluster keeps the home
+                 */
+
+                if (first.have
+                    && c.after * first.weight >= first.after * c.weight)
+                {
+                    c = first;
+                }
+
                 pa_choose_set(out, &c,
                               over ? PA_CHOICE_SPILL : PA_CHOICE_COLD);
                 return 0;
@@ -203,6 +221,12 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
             if (pa_choose_better(in, &c, &least, 0)) {
                 least = c;
             }
+        }
+
+        if (first.have) {
+            pa_choose_set(out, &first,
+                          over ? PA_CHOICE_SPILL : PA_CHOICE_COLD);
+            return 0;
         }
 
         /* every server was met: the least work among them */
@@ -399,10 +423,31 @@ pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
     const pa_cand_t *c, uint64_t total_work, uint64_t total_weight,
     uint64_t slack)
 {
-    double  lhs, rhs;
+    double    lhs, rhs;
+    uint64_t  over;
 
     if (in->threshold != 0 && load->inflight >= in->threshold) {
-        return 0;
+
+        /*
+         * cap=saved: a match that saves more prefill than a cold request
+         * has (an agent's history) may wait at its server, one request
+         * over the cap for each such prefill it saves, up to twice the
+         * cap: sent elsewhere, its history would be computed again in
+         * front of that server's requests.  "slack" is the prefill it
+         * saves where that is more than in->slack
+         */
+
+        if (!in->cap_saved || slack <= in->slack || in->slack == 0
+            || load->inflight >= 2 * in->threshold)
+        {
+            return 0;
+        }
+
+        over = load->inflight - in->threshold + 1;
+
+        if (over > slack / in->slack) {
+            return 0;
+        }
     }
 
     if (in->balance == 0 || load->work == 0 || total_weight == 0) {

@@ -37,8 +37,10 @@ typedef enum {
 typedef enum {
     PA_COLD_RING = 0,             /* the ring walk within the bounds */
     PA_COLD_LEAST,                /* the least work within the bounds */
-    PA_COLD_AUTO                  /* the ring if nobody holds a block of
+    PA_COLD_AUTO,                 /* the ring if nobody holds a block of
                                      the prefix, else the least work */
+    PA_COLD_TWO                   /* of the first two servers within the
+                                     bounds on the ring, the least work */
 } pa_cold_e;
 
 
@@ -80,6 +82,8 @@ typedef struct {
     uint64_t            slack;        /* work over the bound, a match;
                                          or the prefill it saves, if more */
     uint64_t            threshold;    /* requests in flight, 0: no cap */
+    unsigned            cap_saved:1;  /* a match saving over "slack" may
+                                         go over it (up to twice) */
     pa_cold_e           cold;
     pa_place_e          place;
     const pa_ring_t    *ring;         /* PA_COLD_RING; NULL: least work */

@@ -626,7 +626,7 @@ invalid "capacity" value "10" in "prefix_aware", it must be a number from 1024 t
 GET /t
 --- must_die
 --- error_log
-invalid "cold" value "far" in "prefix_aware", it must be "ring", "least" or "auto"
+invalid "cold" value "far" in "prefix_aware", it must be "ring", "least", "auto" or "two"
 
 
 === TEST 31a: match=101 is above the range

@@ -40,6 +40,8 @@ static void test_match(void);
 static void test_bounds(void);
 static void test_cold_ring(void);
 static void test_cold_least(void);
+static void test_cold_two(void);
+static void test_cap_saved(void);
 static uint32_t cold_home(pa_choose_in_t *in, cluster_t *cl,
     uint32_t *depth, uint32_t *found);
 static void test_cold_ceiling(void);
@@ -421,6 +423,171 @@ test_cold_least(void)
     set_found(&in, depth, found);
     CHECK(pa_choose(&in, &ch) == 0);
     CHECK(ch.kind == PA_CHOICE_SPILL && ch.server == 1);
+}
+
+
+/*
+ * cold=two: of the first two servers within the bounds on the key's ring
+ * walk, the one with less work after the request; the home on a tie
+ */
+
+static void
+test_cold_two(void)
+{
+    uint32_t        i, same, home, second, depth[NSRV], found[NSRV];
+    cluster_t       cl;
+    pa_pick_t       pick;
+    pa_choice_t     ch;
+    pa_choose_in_t  in;
+
+    setup(&in, &cl, depth, found);
+    in.cold = PA_COLD_TWO;
+
+    /* idle: the home, as the ring walk */
+    same = 0;
+
+    for (i = 0; i < 200; i++) {
+        in.key = i * 0x9e3779b97f4a7c15ULL + 1;
+
+        (void) pa_choose(&in, &ch);
+        (void) pa_ring_pick(&ring, in.key, 1, ring_probe, &cl, seen, &pick);
+
+        same += (ch.kind == PA_CHOICE_COLD && ch.server == pick.server);
+    }
+
+    CHECK(same == 200);
+
+    /* the second server on the walk: the home over a cap of 1 */
+    in.key = 77;
+    CHECK(pa_choose(&in, &ch) == 0);
+    home = ch.server;
+
+    in.threshold = 1;
+    cl.inflight[home] = 1;
+    CHECK(pa_choose(&in, &ch) == 0);
+    second = ch.server;
+    CHECK(second != home);
+    in.threshold = 0;
+    cl.inflight[home] = 0;
+
+    /* the home busier than the second: the second */
+    cl.work[home] = 500;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == second);
+
+    /* every other server idler still: only the two are weighed */
+    for (i = 0; i < NSRV; i++) {
+        if (i != home && i != second) {
+            cl.work[i] = 0;
+        }
+    }
+
+    cl.work[second] = 400;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.server == second);
+
+    /* a tie: the home */
+    cl.work[second] = 500;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.server == home);
+
+    /*
+     * the home holds a part of the prefix, too little for a match: its
+     * prefill there is shorter by that part (300 of 1000 units), which
+     * outweighs 200 units more work
+     */
+    in.match = 50;
+    depth[home] = 3;
+    set_found(&in, depth, found);
+    cl.work[home] = 700;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == home);
+
+    cl.work[home] = 900;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.server == second);
+
+    /* only the home within the cap: the home */
+    depth[home] = 0;
+    set_found(&in, depth, found);
+    cl.work[home] = 900;
+    in.threshold = 1;
+
+    for (i = 0; i < NSRV; i++) {
+        cl.inflight[i] = (i == home) ? 0 : 1;
+    }
+
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_COLD && ch.server == home);
+}
+
+
+/*
+ * cap=saved: a holder at the cap on requests takes a match that saves
+ * more than "slack", one request over the cap per "slack" it saves, up
+ * to twice the cap; nothing else goes over it
+ */
+
+static void
+test_cap_saved(void)
+{
+    uint32_t        i, depth[NSRV], found[NSRV];
+    cluster_t       cl;
+    pa_choice_t     ch;
+    pa_choose_in_t  in;
+
+    setup(&in, &cl, depth, found);
+    in.threshold = 4;
+    in.slack = 1000;
+    in.units = 10000;
+    depth[3] = 35;                        /* saves 3,500 units */
+    set_found(&in, depth, found);
+    cl.inflight[3] = 4;
+
+    /* the cap is hard by default: spilled */
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+
+    /* 3 slacks saved: up to 3 over the cap */
+    in.cap_saved = 1;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+
+    cl.inflight[3] = 6;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+
+    cl.inflight[3] = 7;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+
+    /* never twice the cap */
+    depth[3] = 100;
+    cl.inflight[3] = 7;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+
+    cl.inflight[3] = 8;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+
+    /* a match saving no more than a cold request's prefill: spilled */
+    depth[3] = 10;
+    cl.inflight[3] = 4;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+
+    /* a request placed cold never goes over it */
+    depth[3] = 0;
+    set_found(&in, depth, found);
+    in.cold = PA_COLD_LEAST;
+
+    for (i = 0; i < NSRV; i++) {
+        cl.inflight[i] = 4;
+    }
+
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_LEAST);
 }
 
 
@@ -890,6 +1057,8 @@ main(void)
     test_bounds();
     test_cold_ring();
     test_cold_least();
+    test_cold_two();
+    test_cap_saved();
     test_cold_ceiling();
     test_cold_strict();
     test_least();

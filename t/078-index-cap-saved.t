@@ -1,0 +1,118 @@
+# cap=saved: a match whose server is at the cap on requests (threshold)
+# still goes there when it saves more prefill than a cold request has
+# (32,768 units), one request over the cap for each such prefill; other
+# requests keep the hard cap.
+#
+# threshold=1; a 40,000-byte body B is held on its server X (one request
+# in flight, the cap), then:
+# 1. B again: with cap=saved to X (matched 312 blocks); with the default
+#    (cap=hard), to another server.
+# 2. A 5,000-byte body held on its server, sent again: another server
+#    with cap=saved too (it saves less than a cold request's prefill).
+# 3. The status page says cap=saved.
+
+use strict;
+use warnings;
+
+use Test::More;
+use JSON::PP ();
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use PrefixAware::Scenario qw(free_port rnd wait_until);
+
+my %port = map { $_ => free_port() } qw(b1 b2 b3 b4);
+
+my $be = PrefixAware::Scenario->new(name => 'backends');
+$be->start($be->backends(%port));
+
+my $ng = PrefixAware::Scenario->new(name => 'index-cap-saved');
+my $listen = $ng->port;
+my $servers = join '', map { "        server 127.0.0.1:$port{$_};\n" }
+                           sort keys %port;
+
+$ng->start(<<"_EOC_");
+    upstream hard {
+        prefix_aware index=1m threshold=1;
+$servers    }
+
+    upstream saved {
+        prefix_aware index=1m threshold=1 cap=saved;
+$servers    }
+
+    server {
+        listen 127.0.0.1:$listen;
+        client_body_buffer_size 64k;
+        add_header X-Depth \$prefix_aware_depth;
+        location /h/ { proxy_pass http://hard/; }
+        location /s/ { proxy_pass http://saved/; }
+        location = /status { prefix_aware_status; }
+    }
+_EOC_
+
+srand(78);
+
+
+sub send_body {
+    my ($path, $body) = @_;
+    my $r = $ng->request(POST => $path, body => $body);
+    my ($b) = $r->{body} =~ /^(b\d)$/m;
+    return ($b // "status $r->{status}", $r->{headers}{'x-depth'} // '');
+}
+
+sub inflight {
+    my $st = JSON::PP::decode_json($ng->request(GET => '/status')->{body});
+    my $n = 0;
+    for my $u (qw(hard saved)) {
+        $n += $_->{inflight} for @{ $st->{upstreams}{$u}{servers} };
+    }
+    return $n;
+}
+
+# the homes: each upstream sees B once, idle
+my $long = rnd(40000);
+my ($xs) = send_body('/s/', $long);
+my ($xh) = send_body('/h/', $long);
+
+my @held;
+for my $p ('/s/slow3', '/h/slow3') {
+    my $c = $ng->conn;
+    $c->send(POST => $p, body => $long);
+    push @held, $c;
+}
+ok((wait_until { inflight() == 2 } 5), 'B held on its server in both upstreams');
+
+# 1.
+my ($s, $d) = send_body('/s/', $long);
+is $s, $xs, "cap=saved: B again goes to its server $xs, at the cap";
+is $d, '312', '... matched 312 blocks';
+my ($h) = send_body('/h/', $long);
+isnt $h, $xh, "cap=hard: B again goes to another server, $h";
+
+for my $c (@held) {
+    my $a = $c->read(10);
+    is $a->{status}, 200, 'a held request is answered';
+    $c->close;
+}
+@held = ();
+
+# 2.
+my $short = rnd(5000);
+my ($ys) = send_body('/s/', $short);
+my $c = $ng->conn;
+$c->send(POST => '/s/slow3', body => $short);
+ok((wait_until { inflight() == 1 } 5), 'a short body held on its server');
+($s) = send_body('/s/', $short);
+isnt $s, $ys, "cap=saved: a short body again goes to another server, $s";
+my $a = $c->read(10);
+is $a->{status}, 200, '... and the held one is answered';
+$c->close;
+
+# 3.
+my $st = JSON::PP::decode_json($ng->request(GET => '/status')->{body});
+is $st->{upstreams}{saved}{index}{cap}, 'saved', 'the status page says cap=saved';
+is $st->{upstreams}{hard}{index}{cap}, 'hard', '... and cap=hard elsewhere';
+
+$ng->stop;
+$be->stop;
+
+done_testing;
