@@ -707,7 +707,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->block = 128;
     pacf->balance = 125;
     pacf->capacity = 262144;
-    pacf->cold = PA_COLD_RING;
+    pacf->cold = PA_COLD_TWO;
     pacf->place = PA_PLACE_DEEPEST;
     pacf->match = 60;
     pacf->prefill_end = 0;

@@ -16,7 +16,10 @@
 #    has more than three.
 #
 # The homes are found on a third upstream with the same servers (the same
-# ring), idle, where each body is placed cold at its home.
+# ring), idle, where each body is placed cold at its home.  Both tested
+# upstreams walk the ring alone (cold=ring): with the default, cold=two,
+# of the first two servers within the bounds the one with less work takes
+# a request (t/077).
 
 use strict;
 use warnings;
@@ -44,11 +47,12 @@ $ng->start(<<"_EOC_");
 $servers    }
 
     upstream cold {
-        prefix_aware length=65536 index=1m threshold=1024;
+        prefix_aware length=65536 index=1m threshold=1024 cold=ring;
 $servers    }
 
     upstream off {
-        prefix_aware length=65536 index=1m threshold=1024 balance=off;
+        prefix_aware length=65536 index=1m threshold=1024 balance=off
+                     cold=ring;
 $servers    }
 
     server {

@@ -1,6 +1,7 @@
-# cold=two: a prefix placed cold goes to the first two servers within the
-# bounds on its ring walk, whichever has less work after the request (its
-# prefill past what each holds counted there); the home on a tie.
+# cold=two (the default): a prefix placed cold goes to the first two
+# servers within the bounds on its ring walk, whichever has less work
+# after the request (its prefill past what each holds counted there); the
+# home on a tie.  Upstream "two" has the default, "ring" cold=ring.
 #
 # 1. Nothing in flight: every body goes to its ring home, as with
 #    cold=ring (the ties go to the home).
@@ -30,11 +31,11 @@ my $servers = join '', map { "        server 127.0.0.1:$port{$_};\n" }
 
 $ng->start(<<"_EOC_");
     upstream ring {
-        prefix_aware length=8192 index=1m balance=off;
+        prefix_aware length=8192 index=1m balance=off cold=ring;
 $servers    }
 
     upstream two {
-        prefix_aware length=8192 index=1m balance=off cold=two;
+        prefix_aware length=8192 index=1m balance=off;
 $servers    }
 
     upstream probe {
