@@ -116,8 +116,12 @@ ok keys %homes >= 3, 'the families spread over ' . keys(%homes) . ' servers';
 my $short = substr($family[0], 0, 300) . rnd(2000);
 my ($to, $d, $rt) = send_body('/v2/x', $short);
 is $rt, 'affinity', 'a body that shares only 300 bytes is placed by its key';
-is $to, (send_body('/v4/x', $short))[0],
-   '... on its ring home, where an index that never saw its family sends it';
+my ($ring_home) = send_body('/v4/x', $short);
+ok $to eq $ring_home || $to eq $home{$family[0]},
+   '... on its ring home, where an index that never saw its family sends '
+   . 'it, or the next server if that one holds the 2 shared blocks '
+   . '(cold=two: its prefill there is less)'
+   or diag "$to: home $ring_home, holder $home{$family[0]}";
 my $short_depth = $d;
 
 my ($first3) = send_body('/v3/x', $family[0] . rnd(1000));
