@@ -146,7 +146,8 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
     /*
      * cold, or every holder is over a bound: option A walks the ring from
      * the key's point to the first server within the bounds, so that
-     * independent balancers agree and a new prefix has a stable home;
+     * independent balancers agree and a new prefix has a stable home
+     * (cold=two, the default: to the first two, the less work of them);
      * option B takes the least work within the bounds, as does option A
      * once PA_CHOOSE_WALK servers were met on the ring and none was
      */

@@ -25,6 +25,7 @@ static int pa_index_lock(unsigned char *bucket, uint64_t *word,
 static int pa_index_recover(unsigned char *bucket, uint64_t *word);
 static void pa_index_unlock(unsigned char *bucket, uint64_t word,
     const pa_index_copy_t *c, size_t from, size_t to);
+static void pa_index_release(uint64_t *w, uint64_t word);
 static void pa_index_put(pa_index_t *idx, uint64_t hash, uint32_t server,
     uint32_t stamp, uint64_t epoch, pa_index_count_t *cnt);
 static int pa_index_touch(pa_index_t *idx, unsigned char *bucket,
@@ -356,7 +357,15 @@ pa_index_unlock(unsigned char *bucket, uint64_t word,
         __atomic_store_n(&w[i], c->w[i], __ATOMIC_RELAXED);
     }
 
-    /* the sequence even again, the owner kept */
+    pa_index_release(w, word);
+}
+
+
+/* the sequence even again, the owner kept: the bucket is released */
+
+static void
+pa_index_release(uint64_t *w, uint64_t word)
+{
     __atomic_store_n(&w[0],
                      (word & 0xffffffff00000000ULL)
                      | (uint32_t) ((uint32_t) word + 1),
@@ -569,10 +578,8 @@ pa_index_touch(pa_index_t *idx, unsigned char *bucket, uint64_t word,
         memcpy((unsigned char *) &v + (st & 7), &stamp, sizeof(uint32_t));
 
         __atomic_store_n(&w[st / 8], v, __ATOMIC_RELAXED);
-        __atomic_store_n(&w[0],
-                         (word & 0xffffffff00000000ULL)
-                         | (uint32_t) ((uint32_t) word + 1),
-                         __ATOMIC_RELEASE);
+        pa_index_release(w, word);
+
         return 0;
     }
 
