@@ -854,7 +854,8 @@ class Oracle:
     What it measures: the hit rate and TTFT that prefix_aware's policy
     would reach if its index were exact, in front of the same separate
     caches.  The gap to pa_v2 is the index's knowledge and the placement
-    of cold requests (the least work here, the ring in the module's
+    of cold requests (the least work here; in the module, the less busy
+    of the first two servers of the ring walk, cold=two, its
     default); "--front-model lru" takes the knowledge out of it.  The gap
     to the pooled bound is the choice and the partitioning of the
     cache."""
