@@ -159,6 +159,8 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
 
     if (pacf->index_size) {
         pacf->max_blocks = ngx_max(pacf->length / pacf->block, 1);
+        pacf->head = ngx_max(NGX_HTTP_PREFIX_AWARE_INDEX_HEAD / pacf->block,
+                             64);
 
         if (ngx_http_prefix_aware_index_add(cf, pacf) != NGX_OK) {
             return NGX_ERROR;
@@ -705,6 +707,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->index_size = NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MIN;
     pacf->index_auto = 1;
     pacf->block = 128;
+    pacf->stride = 8;
     pacf->balance = 125;
     pacf->capacity = 262144;
     pacf->cold = PA_COLD_TWO;

@@ -62,14 +62,9 @@
 #define NGX_HTTP_PA_STRATEGY_RANDOM           2
 #define NGX_HTTP_PA_STRATEGIES                3
 
-/* walks after a reservation lost a race, before it is taken regardless */
-#define NGX_HTTP_PREFIX_AWARE_RETRIES         8
-
-/* generations a zone is sized for: the current one and draining ones */
-#define NGX_HTTP_PREFIX_AWARE_GENERATIONS     4
-
-/* the reaper's period, in milliseconds */
-#define NGX_HTTP_PREFIX_AWARE_REAP            1000
+#define NGX_HTTP_PREFIX_AWARE_RETRIES         8     /* walks on lost races */
+#define NGX_HTTP_PREFIX_AWARE_GENERATIONS     4     /* current + draining */
+#define NGX_HTTP_PREFIX_AWARE_REAP            1000  /* reaper period, ms */
 
 /* the ring has 160 points per unit of weight: bound what it may cost */
 #define NGX_HTTP_PREFIX_AWARE_MAX_WEIGHT      100
@@ -79,6 +74,7 @@
 #define NGX_HTTP_PREFIX_AWARE_LENGTH          4096
 #define NGX_HTTP_PREFIX_AWARE_INDEX_AUTO_MIN  (1024 * 1024)
 #define NGX_HTTP_PREFIX_AWARE_RING_LENGTH     4096
+#define NGX_HTTP_PREFIX_AWARE_INDEX_HEAD      8192   /* units, 64 blocks+ */
 
 /* matched depth, in blocks: 0, 1, 2, 4, ... 512, +inf */
 #define NGX_HTTP_PREFIX_AWARE_DEPTHS          12
@@ -314,6 +310,8 @@ typedef struct {
     ngx_uint_t                             index_auto;  /* index=auto */
     ngx_uint_t                             length_set;  /* length= given */
     ngx_uint_t                             block;
+    ngx_uint_t                             stride;    /* past the head */
+    ngx_uint_t                             head;      /* blocks all kept */
     ngx_uint_t                             max_blocks;
     ngx_uint_t                             balance;   /* F x 100, 0: off */
     ngx_uint_t                             capacity;  /* tokens a server */

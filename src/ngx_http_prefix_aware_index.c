@@ -130,6 +130,16 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
         return NGX_OK;
     }
 
+    if (ngx_strncmp(value->data, "stride=", 7) == 0) {
+        rv = ngx_http_prefix_aware_number(cf, value, 7, 1, 64,
+                                          &pacf->stride);
+        if (rv != NGX_CONF_OK) {
+            return NGX_ERROR;
+        }
+
+        return NGX_OK;
+    }
+
     if (ngx_strncmp(value->data, "capacity=auto", 13) == 0) {
 
         /* capacity=auto[:N]: the engines' reports, N until they come */
@@ -676,7 +686,9 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
         r = pacf->ring_of[i];
 
         if (r != 0) {
-            pacf->depth[r - 1] = pacf->depth_id[i];
+            pacf->depth[r - 1] = pa_blocks_span(pacf->depth_id[i],
+                                                (uint32_t) pacf->head,
+                                                (uint32_t) pacf->stride);
             pacf->found[nfound++] = r - 1;
         }
 
@@ -761,7 +773,7 @@ ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_uint_t server)
 {
     int64_t                              age;
-    uint32_t                             b;
+    uint32_t                             b, cached;
     uint64_t                             size;
     ngx_http_prefix_aware_srv_conf_t    *pacf;
     ngx_http_prefix_aware_shm_server_t  *s;
@@ -772,14 +784,20 @@ ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     size = (pd->total_units + pacf->block - 1) / pacf->block;
     size = ngx_min(size, 0x7fffffff);
 
-    age = pa_index_record_size(&pacf->index, pacf->id[server], pd->blocks,
-                               pd->nblocks, pd->depth, (uint32_t) size);
+    /* of the hashes kept (stride=), those of the blocks matched there */
+
+    cached = pa_blocks_kept(pd->depth, (uint32_t) pacf->head,
+                            (uint32_t) pacf->stride);
+
+    age = pa_index_record_held(&pacf->index, pacf->id[server], pd->blocks,
+                               pd->nblocks, cached, pd->depth,
+                               (uint32_t) size);
 
     ngx_http_prefix_aware_feedback_start(pd, server, age);
 
     if (pacf->sync) {
         ngx_http_prefix_aware_sync_record(pacf, server, pd->blocks,
-                                          pd->nblocks, pd->depth,
+                                          pd->nblocks, cached,
                                           (uint32_t) size);
     }
 

@@ -219,6 +219,11 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
         max = (uint32_t) ngx_min((off_t) pacf->max_blocks,
                                  size / (off_t) pacf->block + 1);
 
+        /* past the head, a hash for each "stride" blocks */
+
+        max = ngx_max(pa_blocks_kept(max, (uint32_t) pacf->head,
+                                     (uint32_t) pacf->stride), 1);
+
         b = ngx_http_prefix_aware_alloc(scratch, sizeof(pa_blocks_t));
         pd->blocks = ngx_palloc(r->pool, max * sizeof(uint64_t));
 
@@ -240,6 +245,8 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
         if (b) {
             (void) pa_blocks_init(b, 1, (uint32_t) pacf->block, max,
                                   pd->blocks);
+            pa_blocks_stride(b, (uint32_t) pacf->head,
+                             (uint32_t) pacf->stride);
             pa_oai_text_hook(x, ngx_http_prefix_aware_feed_text, b);
             pa_oai_hook_only(x);
             pa_oai_count_past(x);
@@ -309,6 +316,7 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
     if (b) {
         (void) pa_blocks_init(b, 0, (uint32_t) pacf->block, max,
                               pd->blocks);
+        pa_blocks_stride(b, (uint32_t) pacf->head, (uint32_t) pacf->stride);
 
     } else {
         pa_body_key_init(&raw.key, pacf->length);

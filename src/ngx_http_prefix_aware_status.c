@@ -494,7 +494,8 @@ ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
 
     ngx_http_prefix_aware_printf(w,
         "      \"index\": {\n"
-        "        \"size\": %uz, \"block\": %ui, \"balance\": %ui.%02ui, "
+        "        \"size\": %uz, \"block\": %ui, \"stride\": %ui, "
+        "\"balance\": %ui.%02ui, "
         "\"capacity\": %ui, \"cold\": \"%s\", \"place\": \"%s\", "
         "\"cap\": \"%s\", \"match\": %ui, \"prefill\": \"%s\",\n"
         "        \"entries\": %uL, \"used\": %uL, \"evictions\": %uL, "
@@ -502,7 +503,7 @@ ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
         "        \"placed\": { \"match\": %uA, \"cold\": %uA, "
         "\"spill\": %uA, \"least\": %uA },\n"
         "        \"depth\": { \"buckets\": [",
-        c->index_size, c->block, c->balance / 100, c->balance % 100,
+        c->index_size, c->block, c->stride, c->balance / 100, c->balance % 100,
         c->capacity,
         c->cold == PA_COLD_RING ? "ring"
         : c->cold == PA_COLD_LEAST ? "least"

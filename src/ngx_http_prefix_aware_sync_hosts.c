@@ -196,8 +196,12 @@ ngx_http_prefix_aware_sync_records(ngx_http_prefix_aware_sync_t *sy,
             continue;
         }
 
-        (void) pa_index_record_size(&pacf->index, pacf->id[server], hashes,
-                                    r.n, r.cached, r.size);
+        (void) pa_index_record_held(&pacf->index, pacf->id[server], hashes,
+                                    r.n, r.cached,
+                                    pa_blocks_span(r.cached,
+                                                   (uint32_t) pacf->head,
+                                                   (uint32_t) pacf->stride),
+                                    r.size);
         records++;
     }
 

@@ -37,11 +37,23 @@ pa_blocks_init(pa_blocks_t *b, int unit_is_char, uint32_t block_units,
     b->max_blocks = max_blocks;
     b->nblocks = 0;
     b->fill = 0;
+    b->head = 0;
+    b->stride = 1;
     b->unit_is_char = unit_is_char ? 1 : 0;
     b->open = 0;
     b->done = 0;
 
     return 0;
+}
+
+
+void
+pa_blocks_stride(pa_blocks_t *b, uint32_t head, uint32_t stride)
+{
+    if (head > 0 && stride > 1 && b->nblocks < head) {
+        b->head = head;
+        b->stride = stride;
+    }
 }
 
 
@@ -234,6 +246,32 @@ pa_blocks_mix(uint64_t hash, uint64_t seed)
 }
 
 
+uint32_t
+pa_blocks_span(uint32_t kept, uint32_t head, uint32_t stride)
+{
+    uint64_t  blocks;
+
+    if (stride <= 1 || kept <= head) {
+        return kept;
+    }
+
+    blocks = head + (uint64_t) (kept - head) * stride;
+
+    return (blocks > 0xffffffffu) ? 0xffffffffu : (uint32_t) blocks;
+}
+
+
+uint32_t
+pa_blocks_kept(uint32_t blocks, uint32_t head, uint32_t stride)
+{
+    if (stride <= 1 || blocks <= head) {
+        return blocks;
+    }
+
+    return head + (blocks - head) / stride;
+}
+
+
 static void
 pa_blocks_emit(pa_blocks_t *b, uint64_t h)
 {
@@ -241,6 +279,11 @@ pa_blocks_emit(pa_blocks_t *b, uint64_t h)
     b->prev = h;
     b->fill = 0;
     b->open = 0;
+
+    if (b->nblocks == b->head) {
+        /* past the head, blocks of "stride" blocks */
+        b->block_units *= b->stride;
+    }
 }
 
 

@@ -32,7 +32,9 @@ typedef struct {
     uint64_t        tail;         /* finish: hash of the whole text */
     uint64_t        units;        /* units fed, counted past the blocks;
                                      separators are no units */
-    uint32_t        block_units;
+    uint32_t        block_units;  /* of the next block */
+    uint32_t        head;         /* blocks before "stride" applies */
+    uint32_t        stride;
     uint32_t        max_blocks;
     uint32_t        nblocks;      /* complete blocks in "out" */
     uint32_t        fill;         /* units of the partial block */
@@ -50,6 +52,15 @@ typedef struct {
  */
 int pa_blocks_init(pa_blocks_t *b, int unit_is_char, uint32_t block_units,
     uint32_t max_blocks, uint64_t *out);
+
+/*
+ * after pa_blocks_init(): past the first "head" blocks, each block is
+ * "stride" blocks long, so that a long text has fewer hashes (the index
+ * records fewer); block k's hash stands for all the text before its end,
+ * and a depth of k hashes covers pa_blocks_span(k) blocks of the size
+ * given to pa_blocks_init().  "max_blocks" counts hashes.
+ */
+void pa_blocks_stride(pa_blocks_t *b, uint32_t head, uint32_t stride);
 
 /*
  * hashes the complete blocks of the text so far; returns 1 while more
@@ -87,6 +98,12 @@ uint32_t pa_blocks_finish(pa_blocks_t *b, uint64_t seed);
 
 /* a bijection of "hash" for each seed, different for different seeds */
 uint64_t pa_blocks_mix(uint64_t hash, uint64_t seed);
+
+/* the blocks of "block_units" that the first "kept" hashes cover */
+uint32_t pa_blocks_span(uint32_t kept, uint32_t head, uint32_t stride);
+
+/* the hashes of the first "blocks" blocks of "block_units" (rounded down) */
+uint32_t pa_blocks_kept(uint32_t blocks, uint32_t head, uint32_t stride);
 
 
 #endif /* _PA_BLOCK_H_INCLUDED_ */

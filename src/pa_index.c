@@ -60,6 +60,16 @@ int64_t
 pa_index_record_size(pa_index_t *idx, uint32_t server,
     const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t size)
 {
+    return pa_index_record_held(idx, server, hashes, n, cached, cached,
+                                size);
+}
+
+
+int64_t
+pa_index_record_held(pa_index_t *idx, uint32_t server,
+    const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t held,
+    uint32_t size)
+{
     int64_t           life, age;
     uint32_t          i, k, stamp, added, half, cap, share;
     uint64_t          end, epoch;
@@ -71,8 +81,10 @@ pa_index_record_size(pa_index_t *idx, uint32_t server,
     }
 
     cached = (cached > n) ? n : cached;
+    held = (held < cached) ? cached : held;
+    size = (size < held) ? held : size;
     size = (size < n) ? n : size;
-    added = size - cached;
+    added = size - held;
 
     cap = __atomic_load_n(&idx->srv[server].capacity, __ATOMIC_RELAXED);
     half = pa_index_life_cap(idx, server, cap) / 2;

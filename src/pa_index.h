@@ -181,6 +181,15 @@ int64_t pa_index_record_size(pa_index_t *idx, uint32_t server,
     const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t size);
 
 /*
+ * the same for hashes thinned by pa_blocks_thin(): "n" hashes of which
+ * the first "cached" are held, the blocks those cover being "held" of
+ * the "size" blocks the request takes; it ages its server by size - held
+ */
+int64_t pa_index_record_held(pa_index_t *idx, uint32_t server,
+    const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t held,
+    uint32_t size);
+
+/*
  * pa_index_record_size() returns the age, in blocks the server recorded
  * since, of the deepest of the "cached" blocks as it was before this
  * record (-1 if "cached" is 0 or it was no longer held): what the

@@ -599,6 +599,21 @@ GET /t
 invalid "block" value "8" in "prefix_aware", it must be a number from 16 to 4096
 
 
+=== TEST 29b: stride=65 is above the range
+--- http_config
+    upstream up {
+        prefix_aware index=1m stride=65;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "stride" value "65" in "prefix_aware", it must be a number from 1 to 64
+
+
 === TEST 30: capacity=10 is below the range
 --- http_config
     upstream up {

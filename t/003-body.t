@@ -416,8 +416,8 @@ the request body is not buffered
 ["POST /mem\n$::BIG", "POST /file\n$::BIG", "POST /mem\n$::BIG2",
  "POST /file\n" . substr($::BIG, 0, 65000)]
 --- response_headers eval
-["X-Hash: a9e88b7113d6d324", "X-Hash: a9e88b7113d6d324",
- "X-Hash: a9e88b7113d6d324", "X-Hash: 264920a9ee85edfb"]
+["X-Hash: 5f007bab5c128309", "X-Hash: 5f007bab5c128309",
+ "X-Hash: 5f007bab5c128309", "X-Hash: 480cbb1b2220ece2"]
 --- response_body eval
 ["b2\n", "b2\n", "b2\n", "b2\n"]
 --- no_error_log

@@ -40,7 +40,7 @@ sub host {
 
     $ng->start(<<"_EOC_");
     upstream llm {
-        prefix_aware length=4096;
+        prefix_aware length=20000;
         $sync
 $servers    }
 
@@ -141,6 +141,18 @@ wait_until { status("a")->{sync}{records} >= 1 } 5;
 $r = post('/a/v1/chat/completions', $u);
 is $r->{headers}{'x-depth'}, int(3004 / 128), 'host A matches host B\'s';
 is $r->{headers}{'x-up'}, $bserver, '... on its server';
+
+# a long chat (20,004 units: 64 blocks, then 11 of 8 blocks, stride=8):
+# host B matches host A's record as deep as host A itself does
+my $l = chat(rnd(20000));
+my $before = status("b")->{sync}{records};
+post('/a/v1/chat/completions', $l);
+$r = post('/a/v1/chat/completions', $l);
+is $r->{headers}{'x-depth'}, 152, 'host A matches its long chat: 152 blocks';
+ok((wait_until { status("b")->{sync}{records} >= $before + 2 } 5),
+   '... host B received both records');
+$r = post('/b/v1/chat/completions', $l);
+is $r->{headers}{'x-depth'}, 152, '... and host B matches 152 blocks too';
 
 # a request held on A counts on B's page, as A's load, and no longer
 # once it ends; its prefill counts until the first bytes of its answer,

@@ -50,11 +50,14 @@ static uint32_t openai_blocks(const char *body, size_t len, size_t length,
     uint32_t bu, uint32_t max, uint64_t *out);
 static void test_openai(void);
 static void test_span(void);
+static void test_stride(void);
 
 
 static unsigned char  text[TEXT_MAX];
 static unsigned char  seps[TEXT_MAX];
 static pa_blocks_t    blocks;
+static uint32_t       ref_head;          /* 0: no stride */
+static uint32_t       ref_stride = 1;
 static ta_arena_t     arena = { NULL, -1, 0 };
 
 
@@ -137,7 +140,10 @@ reference(const unsigned char *p, size_t n, int is_char, uint32_t bu,
 
         /* i is at a unit start, or at the end */
 
-        if (u > 0 && u % bu == 0 && nb < max && (i - start) > 0) {
+        if (u > 0 && nb < max && (i - start) > 0
+            && ((ref_head == 0 || nb < ref_head) ? u % bu == 0
+                : (u - (uint64_t) ref_head * bu) % (bu * ref_stride) == 0))
+        {
             prev = XXH3_64bits_withSeed(p + start, i - start, prev);
             out[nb++] = prev;
             start = i;
@@ -169,6 +175,8 @@ in_pieces(const unsigned char *p, size_t n, int is_char, uint32_t bu,
     if (pa_blocks_init(b, is_char, bu, max, out) != 0) {
         return UINT32_MAX;
     }
+
+    pa_blocks_stride(b, ref_head, ref_stride);
 
     for (off = 0; off < n; off += k) {
         k = (rnd == NULL) ? n : 1 + rnd_next(rnd) % maxpiece;
@@ -482,7 +490,10 @@ sep_reference(const unsigned char *p, const unsigned char *sep, size_t n,
             continue;
         }
 
-        if (u > 0 && u % bu == 0 && nb < max && (i - start) > 0) {
+        if (u > 0 && nb < max && (i - start) > 0
+            && ((ref_head == 0 || nb < ref_head) ? u % bu == 0
+                : (u - (uint64_t) ref_head * bu) % (bu * ref_stride) == 0))
+        {
             prev = XXH3_64bits_withSeed(p + start, i - start, prev);
             out[nb++] = prev;
             start = i;
@@ -793,6 +804,75 @@ test_span(void)
 }
 
 
+/*
+ * stride=: past "head" blocks, blocks of "stride" blocks; the hashes are
+ * those of the definition with those block ends, in any pieces, and a
+ * depth in hashes converts to blocks and back
+ */
+
+static void
+test_stride(void)
+{
+    size_t    n;
+    uint32_t  k, i, nb, nr, head, stride, bu, is_char, max;
+    uint64_t  rnd, ur, out[300], ref[300], one[300];
+
+    rnd = 79;
+
+    for (i = 0; i < 200; i++) {
+        is_char = i & 1;
+        bu = 16 + (uint32_t) (rnd_next(&rnd) % 48);
+        head = 1 + (uint32_t) (rnd_next(&rnd) % 20);
+        stride = 2 + (uint32_t) (rnd_next(&rnd) % 9);
+        max = 1 + (uint32_t) (rnd_next(&rnd) % 60);
+        n = make_text(text, 400 + rnd_next(&rnd) % 3000, &rnd, is_char);
+
+        ref_head = head;
+        ref_stride = stride;
+
+        nr = reference(text, n, (int) is_char, bu, max, 5, ref, &ur);
+        nb = in_pieces(text, n, (int) is_char, bu, max, 5, out, &rnd, 97,
+                       &blocks);
+
+        CHECK(nb == nr);
+        CHECK(memcmp(out, ref, nb * sizeof(uint64_t)) == 0);
+        CHECK(blocks.units == ur);
+
+        /* the hashes of the head are those without a stride */
+
+        ref_head = 0;
+        ref_stride = 1;
+
+        nr = reference(text, n, (int) is_char, bu, 300, 5, one, &ur);
+        k = (nb < head) ? nb : head;
+        CHECK(memcmp(out, one, k * sizeof(uint64_t)) == 0);
+
+        /* as many hashes as the blocks' count says, up to max */
+
+        k = pa_blocks_kept(nr, head, stride);
+        CHECK(nb == ((k < max) ? k : max));
+    }
+
+    ref_head = 0;
+    ref_stride = 1;
+
+    CHECK(pa_blocks_span(81, 64, 8) == 200);
+    CHECK(pa_blocks_span(70, 64, 8) == 112);
+    CHECK(pa_blocks_span(40, 64, 8) == 40);
+    CHECK(pa_blocks_span(200, 64, 1) == 200);
+    CHECK(pa_blocks_span(0xffffffffu, 64, 64) == 0xffffffffu);
+    CHECK(pa_blocks_kept(4096, 64, 8) == 568);
+    CHECK(pa_blocks_kept(70, 64, 8) == 64);
+
+    for (n = 0; n < 1000; n++) {
+        k = pa_blocks_kept((uint32_t) n, 64, 8);
+        CHECK(pa_blocks_span(k, 64, 8) <= n);
+        CHECK(pa_blocks_span(k, 64, 8) + 8 > n);
+        CHECK(pa_blocks_kept(pa_blocks_span(k, 64, 8), 64, 8) == k);
+    }
+}
+
+
 int
 main(void)
 {
@@ -805,6 +885,7 @@ main(void)
     test_seps();
     test_openai();
     test_span();
+    test_stride();
 
     return UNIT_DONE();
 }

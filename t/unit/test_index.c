@@ -453,6 +453,18 @@ test_capacity(void)
     (void) pa_index_match(&idx, c, 10, depth, NSRV, NULL, NULL);
     CHECK(depth[7] == 10);
 
+    /*
+     * thinned hashes (stride=): the blocks the held ones cover take no
+     * new room, not only as many blocks as hashes
+     */
+    pa_index_record(&idx, 6, c, 10, 0);                 /* counter 10 */
+    pa_index_record_held(&idx, 6, c, 10, 10, 40, 50);   /* 20 */
+    CHECK(idx.srv[6].counter == 20);
+    pa_index_record_held(&idx, 6, d, 10, 0, 0, 15);     /* 35 */
+    CHECK(idx.srv[6].counter == 35);
+    pa_index_record_held(&idx, 6, d, 10, 10, 5, 15);    /* held >= cached */
+    CHECK(idx.srv[6].counter == 40);
+
     /* a size below the blocks counts as the blocks */
     pa_index_record(&idx, 5, c, 10, 0);             /* counter 10 */
     pa_index_record_size(&idx, 5, d, 10, 0, 3);     /* 20 */
