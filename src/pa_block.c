@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pa_block.h"
+#include "pa_xxh.h"
 #include "pa_utf8.h"
 
 
@@ -17,8 +18,14 @@
 
 
 static XXH3_state_t *pa_blocks_state(pa_blocks_t *b);
+static uint64_t pa_blocks_hash(const unsigned char *p, size_t n,
+    uint64_t seed);
 static void pa_blocks_emit(pa_blocks_t *b, uint64_t h);
 static uint64_t pa_blocks_fmix(uint64_t z);
+
+
+/* -1: not known yet; else whether the CPU has AVX2 (src/pa_xxh_avx2.c) */
+static int  pa_blocks_avx2 = -1;
 
 
 int
@@ -27,6 +34,10 @@ pa_blocks_init(pa_blocks_t *b, int unit_is_char, uint32_t block_units,
 {
     if (block_units == 0 || max_blocks == 0 || out == NULL) {
         return -1;
+    }
+
+    if (pa_blocks_avx2 < 0) {
+        pa_blocks_avx2 = pa_xxh3_has_avx2();
     }
 
     b->out = out;
@@ -86,7 +97,7 @@ pa_blocks_feed_text(pa_blocks_t *b, const unsigned char *p, size_t n,
                 /* a whole block in the piece: hashed in place, no state */
                 k = b->block_units;
                 b->units += k;
-                pa_blocks_emit(b, XXH3_64bits_withSeed(p, k, b->prev));
+                pa_blocks_emit(b, pa_blocks_hash(p, k, b->prev));
                 p += k;
                 n -= k;
                 continue;
@@ -133,7 +144,7 @@ pa_blocks_feed_text(pa_blocks_t *b, const unsigned char *p, size_t n,
         if (k < n && !b->open) {
             /* the block starts and ends in this piece */
             b->units += leads;
-            pa_blocks_emit(b, XXH3_64bits_withSeed(p, k, b->prev));
+            pa_blocks_emit(b, pa_blocks_hash(p, k, b->prev));
             p += k;
             n -= k;
             continue;
@@ -284,6 +295,22 @@ pa_blocks_emit(pa_blocks_t *b, uint64_t h)
         /* past the head, blocks of "stride" blocks */
         b->block_units *= b->stride;
     }
+}
+
+
+/*
+ * a whole block in one piece; past 240 bytes XXH3 runs its vector loop,
+ * which AVX2 does in about a third of SSE2's instructions
+ */
+
+static uint64_t
+pa_blocks_hash(const unsigned char *p, size_t n, uint64_t seed)
+{
+    if (n > 240 && pa_blocks_avx2 > 0) {
+        return pa_xxh3_avx2(p, n, seed);
+    }
+
+    return XXH3_64bits_withSeed(p, n, seed);
 }
 
 

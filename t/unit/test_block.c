@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "pa_block.h"
+#include "pa_xxh.h"
 #include "pa_utf8.h"
 #include "pa_openai.h"
 #include "unit.h"
@@ -51,6 +52,7 @@ static uint32_t openai_blocks(const char *body, size_t len, size_t length,
 static void test_openai(void);
 static void test_span(void);
 static void test_stride(void);
+static void test_avx2(void);
 
 
 static unsigned char  text[TEXT_MAX];
@@ -873,6 +875,42 @@ test_stride(void)
 }
 
 
+/*
+ * the AVX2 build of XXH3 (src/pa_xxh_avx2.c), where the CPU has it, gives
+ * the generic build's hashes, over every length and alignment
+ */
+
+static void
+test_avx2(void)
+{
+    size_t    n, off, bad;
+    uint64_t  rnd;
+
+    if (!pa_xxh3_has_avx2()) {
+        printf("no AVX2 here: its XXH3 is not compared\n");
+        return;
+    }
+
+    rnd = 24;
+
+    for (n = 0; n < sizeof(text); n++) {
+        text[n] = (unsigned char) rnd_next(&rnd);
+    }
+
+    bad = 0;
+
+    for (n = 0; n < 3000; n++) {
+        off = n % 61;
+        rnd = rnd_next(&rnd);
+        bad += (pa_xxh3_avx2(text + off, n, rnd)
+                != XXH3_64bits_withSeed(text + off, n, rnd));
+    }
+
+    CHECK(bad == 0);
+    printf("AVX2 XXH3 compared on 3000 lengths\n");
+}
+
+
 int
 main(void)
 {
@@ -886,6 +924,7 @@ main(void)
     test_openai();
     test_span();
     test_stride();
+    test_avx2();
 
     return UNIT_DONE();
 }
