@@ -784,8 +784,7 @@ ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     size = (pd->total_units + pacf->block - 1) / pacf->block;
     size = ngx_min(size, 0x7fffffff);
 
-    /* of the hashes kept (stride=), those of the blocks matched there */
-
+    /* the hashes (stride=) of the blocks matched there */
     cached = pa_blocks_kept(pd->depth, (uint32_t) pacf->head,
                             (uint32_t) pacf->stride);
 
