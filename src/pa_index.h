@@ -181,9 +181,10 @@ int64_t pa_index_record_size(pa_index_t *idx, uint32_t server,
     const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t size);
 
 /*
- * the same for hashes thinned by pa_blocks_thin(): "n" hashes of which
- * the first "cached" are held, the blocks those cover being "held" of
- * the "size" blocks the request takes; it ages its server by size - held
+ * the same for hashes of longer blocks past a head (pa_blocks_stride()):
+ * "n" hashes of which the first "cached" are held, the blocks those cover
+ * being "held" of the "size" blocks the request takes; it ages its server
+ * by size - held
  */
 int64_t pa_index_record_held(pa_index_t *idx, uint32_t server,
     const uint64_t *hashes, uint32_t n, uint32_t cached, uint32_t held,

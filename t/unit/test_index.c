@@ -454,7 +454,7 @@ test_capacity(void)
     CHECK(depth[7] == 10);
 
     /*
-     * thinned hashes (stride=): the blocks the held ones cover take no
+     * hashes of longer blocks (stride=): the blocks the held ones cover take no
      * new room, not only as many blocks as hashes
      */
     pa_index_record(&idx, 6, c, 10, 0);                 /* counter 10 */
