@@ -412,9 +412,9 @@ ngx_http_prefix_aware_index_off(ngx_conf_t *cf,
 
 /*
  * index=auto's zone: NGX_HTTP_PREFIX_AWARE_INDEX_PER_BLOCK bytes for each
- * block of the servers' caches, "capacity" tokens of 4 units each, rounded up to a
- * power of two so that a reload which adds or removes a few servers keeps
- * the zone, and with it the index; 1m to 64m
+ * block of the servers' caches ("capacity" tokens of 4 units each),
+ * rounded up to a power of two so that a reload which adds or removes a
+ * few servers keeps the zone, and with it the index; 1m to 64m
  */
 
 static void
