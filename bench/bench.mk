@@ -34,8 +34,10 @@
 #   make bench-overhead the router overhead alone (bench/overhead.py): round
 #                      robin, prefix_aware index=off and the default side
 #                      by side, 4 KB and 64 KB bodies; requests per second
-#                      and the proxy's CPU per request (wrk, else
-#                      build/bench/loadgen)
+#                      and the proxy's CPU per request at one and at 32
+#                      connections (wrk, else build/bench/loadgen);
+#                      BENCH_OVERHEAD_ARGS='--cases json:65536 --rounds 9'
+#                      for one body kind and size, more rounds
 #   make bench-instructions
 #                      instructions per request under callgrind
 #                      (bench/instructions.py): round robin, index=off,
@@ -73,7 +75,7 @@ bench-smoke: module deps-bench
 	$(BENCH_PY) bench/run.py smoke $(BENCH_ARGS)
 
 bench-overhead: module deps-bench $(LOADGEN_BIN)
-	$(BENCH_PY) bench/overhead.py
+	$(BENCH_PY) bench/overhead.py $(BENCH_OVERHEAD_ARGS)
 
 bench-instructions: module
 	$(BENCH_PY) bench/instructions.py --size 4096

@@ -184,6 +184,9 @@ def main(argv=None):
     ap.add_argument("--require-module", action="store_true")
     ap.add_argument("--module", default=None,
                     help="another build of the module (default: objs/)")
+    ap.add_argument("--cases", default="raw:4096,raw:65536,json:4096,"
+                    "json:65536", help="bodies, KIND:SIZE,... (KIND raw or "
+                    "json)")
     opts = ap.parse_args(argv)
     if opts.module:
         R.MODULE_SO = os.path.abspath(opts.module)
@@ -203,7 +206,13 @@ def main(argv=None):
     os.chmod(tmp, 0o755)
     for d in ("b_body", "b_proxy", "b_fcgi", "b_uwsgi", "b_scgi"):
         os.makedirs(os.path.join(tmp, d))
-    cases = [("raw", 4096), ("raw", 65536), ("json", 4096), ("json", 65536)]
+    cases = []
+    for c in opts.cases.split(","):
+        kind, _, size = c.partition(":")
+        if kind not in ("raw", "json") or not size.isdigit():
+            sys.exit("overhead.py: --cases %s: KIND:SIZE, KIND raw or json"
+                     % c)
+        cases.append((kind, int(size)))
     results = {}
     t0 = time.monotonic()
     try:
@@ -233,8 +242,12 @@ def main(argv=None):
                 with open(script, "w") as f:
                     f.write(LUA % dict(size=size, kind=kind, n=BODIES))
                 for name in proxies:
+                    cpu0 = cpu_seconds(pids[name])
                     lat = wrk(urls[name], script, 1, opts.duration, kind,
                               size, BODIES)
+                    cpu = cpu_seconds(pids[name]) - cpu0
+                    lat["cpu_us"] = (cpu * 1e6 / lat["requests"]
+                                     if lat["requests"] else 0.0)
                     cpu0 = cpu_seconds(pids[name])
                     thr = wrk(urls[name], script, opts.conns, opts.duration,
                               kind, size, BODIES)
@@ -262,6 +275,7 @@ def main(argv=None):
         lat = {f: med([r[0][f] for r in rs]) for f in
                ("avg_ms", "p50_ms", "p90_ms", "p99_ms")}
         lat["non2xx"] = sum(r[0]["non2xx"] for r in rs)
+        lat["cpu_us"] = med([r[0]["cpu_us"] for r in rs])
         thr = {"rps": med([r[1]["rps"] for r in rs]),
                "cpu_us": med([r[1]["cpu_us"] for r in rs]),
                "non2xx": sum(r[1]["non2xx"] for r in rs)}
@@ -270,6 +284,8 @@ def main(argv=None):
             thr["ratio"] = med([r[1]["rps"] / b[1]["rps"]
                                 for r, b in zip(rs, base)])
             thr["added_cpu"] = med([r[1]["cpu_us"] - b[1]["cpu_us"]
+                                    for r, b in zip(rs, base)])
+            lat["added_cpu"] = med([r[0]["cpu_us"] - b[0]["cpu_us"]
                                     for r, b in zip(rs, base)])
         results[k] = (lat, thr)
 
@@ -286,7 +302,10 @@ def main(argv=None):
              "proxy's CPU time (user + system, /proc) per request; %d "
              "interleaved rounds over all proxies, each figure the median "
              "of its rounds; ratios and added CPU are taken round by round "
-             "against nginx round robin. `added P50` = the proxy's P50 "
+             "against nginx round robin; c1 CPU: the proxy's CPU time per "
+             "request at one connection, where the load generator, proxy "
+             "and backend take turns rather than compete for the cores. "
+             "`added P50` = the proxy's P50 "
              "latency minus the no-proxy P50 (ms). The load generator, "
              "proxy and backend share the machine's cores (and other jobs "
              "may run: CPU per request is the steadiest figure)." % (
@@ -294,9 +313,10 @@ def main(argv=None):
                  BODIES, opts.duration, opts.conns, opts.conns,
                  opts.duration, opts.rounds), "",
              "| body | proxy | c1 P50 ms | c1 P99 ms | added P50 ms | "
+             "c1 CPU us/req | c1 added CPU | "
              "c%d req/s | ratio | CPU us/req | added CPU us/req | "
              "non-2xx |" % opts.conns,
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for kind, size in cases:
         base = results.get((kind, size, "round_robin"))
         direct = results.get((kind, size, "direct"))
@@ -305,12 +325,17 @@ def main(argv=None):
 
             added = (lat["p50_ms"] - direct[0]["p50_ms"]) \
                 if name != "direct" else 0
-            lines.append("| %s %d KB | %s | %.3f | %.3f | %s | %.0f | %s | "
-                         "%s | %s | %d |" % (
+            lines.append("| %s %d KB | %s | %.3f | %.3f | %s | %s | %s | "
+                         "%.0f | %s | %s | %s | %d |" % (
                              "raw /invocations" if kind == "raw" else
                              "OpenAI JSON", size // 1024, labels[name],
                              lat["p50_ms"], lat["p99_ms"],
                              "%.3f" % added if name != "direct" else "-",
+                             "%.1f" % lat["cpu_us"] if name != "direct"
+                             else "-",
+                             "%+.1f" % lat["added_cpu"]
+                             if "added_cpu" in lat and name != "direct"
+                             else "-",
                              thr["rps"],
                              "%.2f" % thr["ratio"] if "ratio" in thr
                              else "-",
