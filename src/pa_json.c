@@ -42,12 +42,19 @@ static const unsigned char *pa_oai_number(pa_oai_t *x,
     const unsigned char *p, const unsigned char *last);
 
 
+int  pa_oai_avx2 = -1;
+
+
 /* the scanner: returns where it stopped, at "last" unless done or failed */
 
 const unsigned char *
 pa_oai_scan(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
 {
     unsigned  c;
+
+    if (pa_oai_avx2 < 0) {
+        pa_oai_avx2 = pa_oai_plain_has_avx2();
+    }
 
     while (p < last) {
 

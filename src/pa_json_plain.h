@@ -19,6 +19,25 @@
 #define PA_OAI_SSE2  1
 #endif
 
+#if (defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)))
+#define PA_OAI_AVX2  1
+#else
+#define PA_OAI_AVX2  0
+#endif
+
+
+/*
+ * src/pa_json_avx2.c: the first special byte from p in whole pieces of
+ * 32 bytes, else where fewer than 32 are left (pa_oai_plain() goes on
+ * from there); and whether this CPU has AVX2
+ */
+const unsigned char *pa_oai_plain_avx2(const unsigned char *p,
+    const unsigned char *last);
+int pa_oai_plain_has_avx2(void);
+
+/* -1: not known yet; else pa_oai_plain_has_avx2(), src/pa_json.c */
+extern int  pa_oai_avx2;
+
 
 /*
  * the first byte from p that a string cannot simply go on with: '"',
@@ -43,6 +62,10 @@ pa_oai_plain(const unsigned char *p, const unsigned char *last)
 #if (PA_OAI_SSE2)
     int       m;
     __m128i   v, w, q, b, l;
+
+    if (pa_oai_avx2 > 0 && last - p >= 64) {
+        p = pa_oai_plain_avx2(p, last);
+    }
 
     q = _mm_set1_epi8('"');
     b = _mm_set1_epi8('\\');

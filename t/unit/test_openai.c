@@ -16,6 +16,7 @@
 #include "pa_xxhash.h"
 
 #include "pa_openai.h"
+#include "pa_json_plain.h"
 #include "arena.h"
 #include "unit.h"
 
@@ -84,6 +85,7 @@ static void t_hook(void *ctx, const unsigned char *p, size_t n,
 static pa_oai_rc_e t_run_hook(const char *body, size_t length, size_t chunk,
     t_hook_t *h, pa_oai_result_t *res);
 static void test_corpus(void);
+static void test_plain(void);
 
 
 static ta_arena_t  t_arena = { NULL, -1, 0 };
@@ -115,6 +117,7 @@ main(void)
     test_hook();
     test_golden();
     test_corpus();
+    test_plain();
 
     ta_reset(&t_arena);
 
@@ -2079,4 +2082,72 @@ t_rand(void)
 {
     t_seed = t_seed * 1103515245 + 12345;
     return t_seed >> 8;
+}
+
+
+/*
+ * the scanner's fast path finds the first byte a string cannot go on
+ * with ('"', '\\', a control character, one over 0x7f) as a byte loop
+ * does, with AVX2 (where the CPU has it) and without, at every length
+ * and alignment
+ */
+
+static void
+test_plain(void)
+{
+    int                   avx2, saved, bad;
+    size_t                i, n, off, k, ref;
+    unsigned char         buf[400];
+    const unsigned char  *p, *last, *got;
+
+    static const unsigned char  special[] = { '"', '\\', 0x00, 0x1f, 0x80,
+                                              0xc3, 0xff };
+
+    saved = pa_oai_avx2;
+    bad = 0;
+
+    for (i = 0; i < 20000; i++) {
+        off = t_rand() % 32;
+        n = t_rand() % (sizeof(buf) - 32);
+
+        for (k = 0; k < n; k++) {
+            buf[off + k] = (unsigned char) (0x20 + t_rand() % 0x5f);
+
+            if (buf[off + k] == '"' || buf[off + k] == '\\') {
+                buf[off + k] = 'a';
+            }
+        }
+
+        /* none, or up to three special bytes anywhere */
+
+        for (k = t_rand() % 4; k > 0 && n > 0; k--) {
+            buf[off + t_rand() % n] =
+                special[t_rand() % sizeof(special)];
+        }
+
+        p = buf + off;
+        last = p + n;
+
+        for (ref = 0; ref < n; ref++) {
+            if (p[ref] == '"' || p[ref] == '\\' || p[ref] < 0x20
+                || p[ref] > 0x7f)
+            {
+                break;
+            }
+        }
+
+        for (avx2 = 0; avx2 <= pa_oai_plain_has_avx2(); avx2++) {
+            pa_oai_avx2 = avx2;
+            got = pa_oai_plain(p, last);
+
+            if ((size_t) (got - p) != ref) {
+                bad++;
+            }
+        }
+    }
+
+    pa_oai_avx2 = saved;
+
+    CHECK(bad == 0);
+    printf("plain: AVX2 %s\n", pa_oai_plain_has_avx2() ? "compared" : "absent");
 }
