@@ -66,6 +66,7 @@ pa_oai_plain_avx2(const unsigned char *p, const unsigned char *last)
     return p;
 }
 
+
 int
 pa_oai_plain_has_avx2(void)
 {

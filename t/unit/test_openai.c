@@ -2149,5 +2149,6 @@ test_plain(void)
     pa_oai_avx2 = saved;
 
     CHECK(bad == 0);
-    printf("plain: AVX2 %s\n", pa_oai_plain_has_avx2() ? "compared" : "absent");
+    printf("plain: AVX2 %s\n",
+           pa_oai_plain_has_avx2() ? "compared" : "absent");
 }
