@@ -13,6 +13,7 @@ BENCH_ROUTE_SRC = src/pa_key.c src/pa_ring.c src/pa_block.c src/pa_xxh_avx2.c \
                   src/pa_index.c \
                   src/pa_index_match.c src/pa_index_region.c src/pa_choose.c
 BENCH_ROUTE_HDR = src/pa_key.h src/pa_ring.h src/pa_block.h src/pa_xxh.h \
+                  src/pa_cpu.h \
                   src/pa_utf8.h \
                   src/pa_index.h src/pa_index_int.h src/pa_choose.h
 

@@ -37,7 +37,7 @@ pa_blocks_init(pa_blocks_t *b, int unit_is_char, uint32_t block_units,
     }
 
     if (pa_blocks_avx2 < 0) {
-        pa_blocks_avx2 = pa_xxh3_has_avx2();
+        pa_blocks_avx2 = pa_cpu_has_avx2();
     }
 
     b->out = out;

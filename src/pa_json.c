@@ -53,7 +53,7 @@ pa_oai_scan(pa_oai_t *x, const unsigned char *p, const unsigned char *last)
     unsigned  c;
 
     if (pa_oai_avx2 < 0) {
-        pa_oai_avx2 = pa_oai_plain_has_avx2();
+        pa_oai_avx2 = pa_cpu_has_avx2();
     }
 
     while (p < last) {

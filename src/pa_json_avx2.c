@@ -66,28 +66,12 @@ pa_oai_plain_avx2(const unsigned char *p, const unsigned char *last)
     return p;
 }
 
-
-int
-pa_oai_plain_has_avx2(void)
-{
-    __builtin_cpu_init();
-
-    return __builtin_cpu_supports("avx2") ? 1 : 0;
-}
-
 #else
 
 const unsigned char *
 pa_oai_plain_avx2(const unsigned char *p, const unsigned char *last)
 {
     return p;
-}
-
-
-int
-pa_oai_plain_has_avx2(void)
-{
-    return 0;
 }
 
 #endif

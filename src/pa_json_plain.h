@@ -19,23 +19,20 @@
 #define PA_OAI_SSE2  1
 #endif
 
-#if (defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)))
-#define PA_OAI_AVX2  1
-#else
-#define PA_OAI_AVX2  0
-#endif
+#include "pa_cpu.h"
+
+#define PA_OAI_AVX2  PA_CPU_AVX2
 
 
 /*
  * src/pa_json_avx2.c: the first special byte from p in whole pieces of
  * 32 bytes, else where fewer than 32 are left (pa_oai_plain() goes on
- * from there); and whether this CPU has AVX2
+ * from there)
  */
 const unsigned char *pa_oai_plain_avx2(const unsigned char *p,
     const unsigned char *last);
-int pa_oai_plain_has_avx2(void);
 
-/* -1: not known yet; else pa_oai_plain_has_avx2(), src/pa_json.c */
+/* -1: not known yet; else pa_cpu_has_avx2(), src/pa_json.c */
 extern int  pa_oai_avx2;
 
 

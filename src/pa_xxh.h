@@ -3,7 +3,7 @@
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
  * XXH3 of a whole block built for AVX2 (src/pa_xxh_avx2.c), for x86-64
- * with GCC or clang; elsewhere pa_xxh3_has_avx2() is 0.  This header does
+ * with GCC or clang (pa_cpu.h: pa_cpu_has_avx2()).  This header does
  * not include xxHash: the AVX2 file includes it after its target pragma.
  */
 
@@ -15,19 +15,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pa_cpu.h"
 
-#if (defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)))
-#define PA_XXH_AVX2  1
-#else
-#define PA_XXH_AVX2  0
-#endif
+
+#define PA_XXH_AVX2  PA_CPU_AVX2
 
 
 /* XXH3_64bits_withSeed(), the same hash, for a CPU with AVX2 */
 uint64_t pa_xxh3_avx2(const void *p, size_t n, uint64_t seed);
-
-/* whether this CPU has AVX2 */
-int pa_xxh3_has_avx2(void);
-
 
 #endif /* _PA_XXH_H_INCLUDED_ */

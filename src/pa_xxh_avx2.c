@@ -30,26 +30,10 @@ pa_xxh3_avx2(const void *p, size_t n, uint64_t seed)
 
 #pragma GCC pop_options
 
-
-int
-pa_xxh3_has_avx2(void)
-{
-    __builtin_cpu_init();
-
-    return __builtin_cpu_supports("avx2") ? 1 : 0;
-}
-
 #else
 
 uint64_t
 pa_xxh3_avx2(const void *p, size_t n, uint64_t seed)
-{
-    return 0;
-}
-
-
-int
-pa_xxh3_has_avx2(void)
 {
     return 0;
 }

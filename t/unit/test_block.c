@@ -886,7 +886,7 @@ test_avx2(void)
     size_t    n, off, bad;
     uint64_t  rnd;
 
-    if (!pa_xxh3_has_avx2()) {
+    if (!pa_cpu_has_avx2()) {
         printf("no AVX2 here: its XXH3 is not compared\n");
         return;
     }

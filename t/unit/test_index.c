@@ -454,8 +454,8 @@ test_capacity(void)
     CHECK(depth[7] == 10);
 
     /*
-     * hashes of longer blocks (stride=): the blocks the held ones cover take no
-     * new room, not only as many blocks as hashes
+     * hashes of longer blocks (stride=): the blocks the held ones cover
+     * take no new room, not only as many blocks as hashes
      */
     pa_index_record(&idx, 6, c, 10, 0);                 /* counter 10 */
     pa_index_record_held(&idx, 6, c, 10, 10, 40, 50);   /* 20 */

@@ -2136,7 +2136,7 @@ test_plain(void)
             }
         }
 
-        for (avx2 = 0; avx2 <= pa_oai_plain_has_avx2(); avx2++) {
+        for (avx2 = 0; avx2 <= pa_cpu_has_avx2(); avx2++) {
             pa_oai_avx2 = avx2;
             got = pa_oai_plain(p, last);
 
@@ -2150,5 +2150,5 @@ test_plain(void)
 
     CHECK(bad == 0);
     printf("plain: AVX2 %s\n",
-           pa_oai_plain_has_avx2() ? "compared" : "absent");
+           pa_cpu_has_avx2() ? "compared" : "absent");
 }
