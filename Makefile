@@ -35,7 +35,7 @@ DEB_TEST  = libtest-base-perl libwww-perl liburi-perl libipc-run3-perl \
             libtext-diff-perl libtest-longstring-perl liblist-moreutils-perl \
             clang libclang-rt-14-dev python3 python3-aiohttp prometheus \
             curl gdb chromium
-DEB_BENCH = python3-matplotlib wrk haproxy
+DEB_BENCH = python3-matplotlib wrk haproxy linux-perf
 
 .PHONY: all module deps deps-test deps-bench unit test test-nginx clean \
         demo bench fuzz

@@ -37,7 +37,9 @@
 #                      and the proxy's CPU per request at one and at 32
 #                      connections (wrk, else build/bench/loadgen);
 #                      BENCH_OVERHEAD_ARGS='--cases json:65536 --rounds 9'
-#                      for one body kind and size, more rounds
+#                      for one body kind and size, more rounds; '--perf'
+#                      adds the CPU per request in the module's own code,
+#                      sampled with perf (linux-perf), the steady figure
 #   make bench-instructions
 #                      instructions per request under callgrind
 #                      (bench/instructions.py): round robin, index=off,

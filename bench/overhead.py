@@ -16,7 +16,15 @@ ratios are to nginx round robin in the same round.  Where wrk is not
 installed, bench/loadgen.c (built into build/bench/loadgen by make) is
 used, with the same bodies.  Results go to bench/results/overhead.md.
 
+With --perf (and Linux perf installed: Debian's linux-perf), the
+32-connection run of each nginx proxy is also sampled with `perf record
+-e cpu-clock` on its worker, and the table gives the CPU time per request
+spent in the module's own code (its .so) and in the whole worker, from
+the samples: the module's share does not move with what the kernel and
+the other processes on the machine do, which the /proc figure does.
+
     /usr/bin/python3 bench/overhead.py [--duration 4] [--out bench/results]
+        [--cases raw:4096,json:65536] [--perf]
 """
 
 import argparse
@@ -142,6 +150,44 @@ def wrk(url, script, conns, duration, kind="raw", size=4096, n=64):
     return parse_wrk(p.stdout)
 
 
+PERF = shutil.which("perf") or "/usr/bin/perf"
+PERF_HZ = 4000
+
+
+def workers(pid):
+    """the worker processes of an nginx master (or the process itself)"""
+    kids = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
+                          text=True).stdout.split()
+    return kids or [str(pid)]
+
+
+def perf_start(pid, out):
+    """cpu-clock samples of an nginx's workers until perf_stop()"""
+    return subprocess.Popen([PERF, "record", "-q", "-e", "cpu-clock",
+                             "-F", str(PERF_HZ), "-o", out,
+                             "-p", ",".join(workers(pid))],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def perf_stop(p, out):
+    """seconds of CPU sampled in all and in the module's .so"""
+    p.send_signal(2)
+    p.wait(timeout=60)
+    rep = subprocess.run([PERF, "report", "-i", out, "--sort", "dso", "-n",
+                          "--stdio"], capture_output=True, text=True,
+                         timeout=120).stdout
+    total = module = 0
+    for line in rep.splitlines():
+        m = re.match(r"\s*[\d.]+%\s+(\d+)\s+(\S+)", line)
+        if m:
+            total += int(m.group(1))
+            if m.group(2).startswith("ngx_http_prefix_aware_module"):
+                module += int(m.group(1))
+    os.unlink(out)
+    return total / PERF_HZ, module / PERF_HZ
+
+
 def cpu_seconds(pid):
     """user + system time of a process and its children (the workers)"""
     total = 0
@@ -182,6 +228,10 @@ def main(argv=None):
     ap.add_argument("--pa-threshold", type=int, default=10)
     ap.add_argument("--pa-format", default="auto")
     ap.add_argument("--require-module", action="store_true")
+    ap.add_argument("--perf", action="store_true",
+                    help="sample each nginx's worker with perf (cpu-clock) "
+                         "at 32 connections: CPU per request in the "
+                         "module's code and in all")
     ap.add_argument("--module", default=None,
                     help="another build of the module (default: objs/)")
     ap.add_argument("--cases", default="raw:4096,raw:65536,json:4096,"
@@ -193,6 +243,8 @@ def main(argv=None):
     if not have_load():
         sys.exit("overhead.py: neither wrk nor %s (make %s)"
                  % (LOADGEN, os.path.relpath(LOADGEN, R.ROOT)))
+    if opts.perf and not os.access(PERF, os.X_OK):
+        sys.exit("overhead.py: --perf: no perf (apt-get install linux-perf)")
     proxies = ["direct", "round_robin", "pa_off", "pa_default"]
     if os.access(R.HAPROXY, os.X_OK):
         proxies.append("haproxy_hash")
@@ -248,21 +300,36 @@ def main(argv=None):
                     cpu = cpu_seconds(pids[name]) - cpu0
                     lat["cpu_us"] = (cpu * 1e6 / lat["requests"]
                                      if lat["requests"] else 0.0)
+                    sampled = opts.perf and name not in ("direct",
+                                                         "haproxy_hash")
+                    if sampled:
+                        pdata = os.path.join(tmp, "perf.data")
+                        perf = perf_start(pids[name], pdata)
+                        time.sleep(0.2)
                     cpu0 = cpu_seconds(pids[name])
                     thr = wrk(urls[name], script, opts.conns, opts.duration,
                               kind, size, BODIES)
                     cpu = cpu_seconds(pids[name]) - cpu0
                     thr["cpu_us"] = (cpu * 1e6 / thr["requests"]
                                      if thr["requests"] else 0.0)
+                    if sampled:
+                        # a request of the run ends within the samples
+                        ptotal, pmod = perf_stop(perf, pdata)
+                        n = max(thr["requests"], 1)
+                        thr["perf_us"] = ptotal * 1e6 / n
+                        thr["perf_mod_us"] = pmod * 1e6 / n
                     runs.setdefault((kind, size, name), []).append((lat, thr))
                     R.log("round %d %-5s %6d %-13s c1: p50 %.3f ms p99 %.3f  "
-                          "c%d: %.0f req/s %.1f us CPU/req  non2xx %d/%d %s"
+                          "c%d: %.0f req/s %.1f us CPU/req  non2xx %d/%d %s%s"
                           % (rnd + 1, kind, size, name,
                              lat.get("p50_ms", -1), lat.get("p99_ms", -1),
                              opts.conns, thr.get("rps", -1), thr["cpu_us"],
                              lat["non2xx"] + thr["non2xx"],
                              lat["requests"] + thr["requests"],
-                             thr["sockerr"]))
+                             thr["sockerr"],
+                             " perf %.1f us/req, module %.1f"
+                             % (thr["perf_us"], thr["perf_mod_us"])
+                             if "perf_us" in thr else ""))
     finally:
         R.PROCS.stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -279,12 +346,20 @@ def main(argv=None):
         thr = {"rps": med([r[1]["rps"] for r in rs]),
                "cpu_us": med([r[1]["cpu_us"] for r in rs]),
                "non2xx": sum(r[1]["non2xx"] for r in rs)}
+        if "perf_us" in rs[0][1]:
+            thr["perf_us"] = med([r[1]["perf_us"] for r in rs])
+            thr["perf_mod_us"] = med([r[1]["perf_mod_us"] for r in rs])
         base = runs.get((k[0], k[1], "round_robin"))
         if base:
             thr["ratio"] = med([r[1]["rps"] / b[1]["rps"]
                                 for r, b in zip(rs, base)])
             thr["added_cpu"] = med([r[1]["cpu_us"] - b[1]["cpu_us"]
                                     for r, b in zip(rs, base)])
+            if "perf_us" in thr and "perf_us" in base[0][1]:
+                # the module's code against round robin's whole request
+                thr["perf_mod_pct"] = med([100.0 * r[1]["perf_mod_us"]
+                                           / b[1]["perf_us"]
+                                           for r, b in zip(rs, base)])
             lat["added_cpu"] = med([r[0]["cpu_us"] - b[0]["cpu_us"]
                                     for r, b in zip(rs, base)])
         results[k] = (lat, thr)
@@ -345,6 +420,33 @@ def main(argv=None):
                              if "added_cpu" in thr and name != "direct"
                              else "-",
                              lat["non2xx"] + thr["non2xx"]))
+    if opts.perf:
+        lines += ["", "Sampled with `perf record -e cpu-clock -F %d` on "
+                  "each nginx's worker during its c%d runs: CPU per "
+                  "request in the worker (all code, kernel included) and "
+                  "in the module's .so alone, medians of the rounds; the "
+                  "last column is the module's code over round robin's "
+                  "whole request in the same round (median of the "
+                  "rounds). Work the module causes in nginx, libc or the "
+                  "kernel is in the first column, not in the second."
+                  % (PERF_HZ, opts.conns), "",
+                  "| body | proxy | worker CPU us/req (perf) | module's "
+                  "code us/req | module's code / round robin's request |",
+                  "|---|---|---|---|---|"]
+        for kind, size in cases:
+            for name in proxies:
+                thr = results[(kind, size, name)][1]
+                if "perf_us" not in thr:
+                    continue
+                lines.append("| %s %d KB | %s | %.1f | %s | %s |" % (
+                    "raw /invocations" if kind == "raw" else
+                    "OpenAI JSON", size // 1024, labels[name],
+                    thr["perf_us"],
+                    "%.1f" % thr["perf_mod_us"] if name in PA_ARMS
+                    else "-",
+                    "%.1f %%" % thr["perf_mod_pct"]
+                    if "perf_mod_pct" in thr and name in PA_ARMS
+                    else "-"))
     lines += ["", "Wall time %.0f s." % (time.monotonic() - t0)]
     os.makedirs(opts.out, exist_ok=True)
     path = os.path.join(opts.out, "overhead.md")
