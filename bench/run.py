@@ -533,11 +533,23 @@ def pa_params(opts, strategy="prefix_aware"):
         over = []
     else:
         raise ValueError("%r is not a prefix_aware arm" % strategy)
-    # "capacity=@kv": the simulator's cache per instance, in tokens
-    return re.sub(r"(^| )capacity=@kv(?= |$)",
+    # "capacity=@kv": the simulator's cache per instance, in tokens;
+    # "@kv*4", "@kv/4": a value that many times off, for comparisons
+    return re.sub(r"(^| )capacity=@kv(?:([*/])(\d+))?(?= |$)",
                   lambda m: "%scapacity=%d" % (
-                      m.group(1), opts.kv_blocks * llmsim.BLOCK_TOKENS),
+                      m.group(1), kv_capacity(opts, m.group(2),
+                                              m.group(3))),
                   merge_params(base, over))
+
+
+def kv_capacity(opts, op, n):
+    """the simulator's cache per instance in tokens, times or over n"""
+    tokens = opts.kv_blocks * llmsim.BLOCK_TOKENS
+    if op == "*":
+        return tokens * int(n)
+    if op == "/":
+        return max(1024, tokens // max(int(n), 1))
+    return tokens
 
 
 SYNC_KEY = "bench-hosts-share-this-key"

@@ -574,6 +574,14 @@ class TestArms(unittest.TestCase):
         self.assertFalse(run.is_pa("pooled"))
         self.assertEqual(run.ARM_GROUPS["main"], ["pa_off", "pa_t4"])
         self.assertIn("threshold=4", run.label("pa_t4"))
+        # the simulator's cache, and values that many times off
+        run.load_arms(None, ["pa_kv capacity=@kv", "pa_x4 capacity=@kv*4",
+                             "pa_q4 capacity=@kv/4"])
+        o.kv_blocks = 2048
+        tokens = 2048 * run.llmsim.BLOCK_TOKENS
+        for arm, cap in (("pa_kv", tokens), ("pa_x4", 4 * tokens),
+                         ("pa_q4", tokens // 4)):
+            self.assertIn(" capacity=%d" % cap, run.pa_directive(o, arm))
         # the base arm can be redefined
         run.load_arms(None, ["prefix_aware threshold=12 index=auto"])
         self.assertEqual(run.pa_directive(o),
