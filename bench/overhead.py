@@ -182,7 +182,7 @@ def perf_stop(p, out):
         m = re.match(r"\s*[\d.]+%\s+(\d+)\s+(\S+)", line)
         if m:
             total += int(m.group(1))
-            if m.group(2).startswith("ngx_http_prefix_aware_module"):
+            if m.group(2) == os.path.basename(R.MODULE_SO):
                 module += int(m.group(1))
     os.unlink(out)
     return total / PERF_HZ, module / PERF_HZ
@@ -313,7 +313,8 @@ def main(argv=None):
                     thr["cpu_us"] = (cpu * 1e6 / thr["requests"]
                                      if thr["requests"] else 0.0)
                     if sampled:
-                        # a request of the run ends within the samples
+                        # the worker idles before and after wrk: what
+                        # was sampled is the run's requests
                         ptotal, pmod = perf_stop(perf, pdata)
                         n = max(thr["requests"], 1)
                         thr["perf_us"] = ptotal * 1e6 / n
