@@ -154,11 +154,15 @@ PERF = shutil.which("perf") or "/usr/bin/perf"
 PERF_HZ = 4000
 
 
+def children(pid):
+    """the process ids of a process's children (an nginx's workers)"""
+    return subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
+                          text=True).stdout.split()
+
+
 def workers(pid):
     """the worker processes of an nginx master (or the process itself)"""
-    kids = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
-                          text=True).stdout.split()
-    return kids or [str(pid)]
+    return children(pid) or [str(pid)]
 
 
 def perf_start(pid, out):
@@ -191,9 +195,7 @@ def perf_stop(p, out):
 def cpu_seconds(pid):
     """user + system time of a process and its children (the workers)"""
     total = 0
-    kids = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
-                          text=True).stdout.split()
-    for p in [str(pid)] + kids:
+    for p in [str(pid)] + children(pid):
         try:
             with open("/proc/%s/stat" % p) as f:
                 fields = f.read().rsplit(")", 1)[1].split()
