@@ -111,7 +111,7 @@ pa_blocks_feed_text(pa_blocks_t *b, const unsigned char *p, size_t n,
             k = b->block_units - b->fill;
             k = (n < k) ? n : k;
 
-            (void) XXH3_64bits_update(st, p, k);
+            pa_xxh3_update(st, p, k);
             b->units += k;
             b->fill += (uint32_t) k;
             p += k;
@@ -156,7 +156,7 @@ pa_blocks_feed_text(pa_blocks_t *b, const unsigned char *p, size_t n,
         }
 
         if (k > 0) {
-            (void) XXH3_64bits_update(st, p, k);
+            pa_xxh3_update(st, p, k);
         }
 
         b->units += leads;
@@ -209,7 +209,7 @@ pa_blocks_feed_sep(pa_blocks_t *b, const unsigned char *p, size_t n)
         b->open = 1;
     }
 
-    (void) XXH3_64bits_update(st, p, n);
+    pa_xxh3_update(st, p, n);
 
     return 1;
 }

@@ -61,7 +61,7 @@ pa_body_key_feed(pa_body_key_t *k, const unsigned char *p, size_t n)
         return k->left;
     }
 
-    (void) XXH3_64bits_update(pa_body_key_state(k), p, n);
+    pa_xxh3_update(pa_body_key_state(k), p, n);
 
     k->left -= n;
     k->total += n;

@@ -60,7 +60,7 @@ pa_oai_data_text(pa_oai_t *x, const unsigned char *s, size_t n, int ascii)
         break;
 
     case PA_K_FIELD:
-        XXH3_64bits_update(x->field, s, n);
+        pa_xxh3_update(x->field, s, n);
         break;
 
     case PA_K_BUF:
@@ -289,7 +289,7 @@ pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n, int ascii)
     }
 
     if (!x->hook_only) {
-        XXH3_64bits_update(x->text, s, len);
+        pa_xxh3_update(x->text, s, len);
     }
 
     if (x->hook) {
@@ -367,7 +367,7 @@ pa_oai_sep_out(pa_oai_t *x)
         m = (n < sizeof(seps)) ? n : sizeof(seps);
 
         if (!x->hook_only) {
-            XXH3_64bits_update(x->text, seps, m);
+            pa_xxh3_update(x->text, seps, m);
         }
 
         if (x->hook) {

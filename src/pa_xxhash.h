@@ -27,5 +27,40 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "pa_xxh.h"
+
+
+/* pieces at least this long are added by the AVX2 build, where it runs */
+#define PA_XXH_UPDATE_AVX2  256
+
+
+/*
+ * XXH3_64bits_update(): a piece long enough for XXH3's vector loop goes
+ * to the AVX2 build (src/pa_xxh_avx2.c) where the CPU has it, about a
+ * third of the instructions; the state is the same either way
+ */
+
+static inline void
+pa_xxh3_update(XXH3_state_t *state, const void *p, size_t n)
+{
+#if (PA_XXH_AVX2)
+    static int  avx2 = -1;
+
+    if (n >= PA_XXH_UPDATE_AVX2) {
+
+        if (avx2 < 0) {
+            avx2 = pa_cpu_has_avx2();
+        }
+
+        if (avx2) {
+            pa_xxh3_update_avx2(state, p, n);
+            return;
+        }
+    }
+#endif
+
+    (void) XXH3_64bits_update(state, p, n);
+}
+
 
 #endif /* _PA_XXHASH_H_INCLUDED_ */

@@ -53,6 +53,7 @@ static void test_openai(void);
 static void test_span(void);
 static void test_stride(void);
 static void test_avx2(void);
+static void test_update(void);
 
 
 static unsigned char  text[TEXT_MAX];
@@ -908,6 +909,47 @@ test_avx2(void)
 
     CHECK(bad == 0);
     printf("AVX2 XXH3 compared on 3000 lengths\n");
+
+    test_update();
+}
+
+
+/*
+ * a streaming hash fed in pieces by pa_xxh3_update(), long ones by the
+ * AVX2 build and short ones by the generic one into the same state, is
+ * the one-shot hash of the whole
+ */
+
+static void
+test_update(void)
+{
+    size_t        n, off, at, k, bad, pieces;
+    uint64_t      rnd;
+    XXH3_state_t  st;
+
+    rnd = 25;
+    bad = 0;
+    pieces = 0;
+
+    for (n = 0; n < 2000; n++) {
+        off = n % 29;
+        (void) XXH3_64bits_reset_withSeed(&st, n);
+
+        for (at = 0; at < 6 * n; at += k) {
+            k = (size_t) (rnd_next(&rnd) % 700);
+            k = (k > 6 * n - at) ? 6 * n - at : k;
+            pa_xxh3_update(&st, text + off + at, k);
+            pieces += (k >= PA_XXH_UPDATE_AVX2);
+        }
+
+        bad += (XXH3_64bits_digest(&st)
+                != XXH3_64bits_withSeed(text + off, 6 * n, n));
+    }
+
+    CHECK(bad == 0);
+    CHECK(pieces > 1000);
+    printf("streaming XXH3 compared on 2000 lengths, %zu long pieces\n",
+           pieces);
 }
 
 
