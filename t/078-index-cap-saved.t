@@ -1,15 +1,15 @@
-# cap=saved: a match whose server is at the cap on requests (threshold)
-# still goes there when it saves more prefill than a cold request has
-# (32,768 units), one request over the cap for each such prefill; other
-# requests keep the hard cap.
+# cap=saved (the default since December 2026): a match whose server is
+# at the cap on requests (threshold) still goes there when it saves more
+# prefill than a cold request has (32,768 units), one request over the
+# cap for each such prefill; other requests keep the hard cap.
 #
 # threshold=1; a 40,000-byte body B is held on its server X (one request
 # in flight, the cap), then:
-# 1. B again: with cap=saved to X (matched 312 blocks); with the default
-#    (cap=hard), to another server.
+# 1. B again: with the default (no cap=) and with cap=saved to X
+#    (matched 312 blocks); with cap=hard, to another server.
 # 2. A 5,000-byte body held on its server, sent again: another server
 #    with cap=saved too (it saves less than a cold request's prefill).
-# 3. The status page says cap=saved.
+# 3. The status page says cap=saved, and cap=hard where it is written.
 
 use strict;
 use warnings;
@@ -32,11 +32,15 @@ my $servers = join '', map { "        server 127.0.0.1:$port{$_};\n" }
 
 $ng->start(<<"_EOC_");
     upstream hard {
-        prefix_aware index=1m threshold=1;
+        prefix_aware index=1m threshold=1 cap=hard;
 $servers    }
 
     upstream saved {
         prefix_aware index=1m threshold=1 cap=saved;
+$servers    }
+
+    upstream dflt {
+        prefix_aware index=1m threshold=1;
 $servers    }
 
     server {
@@ -45,6 +49,7 @@ $servers    }
         add_header X-Depth \$prefix_aware_depth;
         location /h/ { proxy_pass http://hard/; }
         location /s/ { proxy_pass http://saved/; }
+        location /d/ { proxy_pass http://dflt/; }
         location = /status { prefix_aware_status; }
     }
 _EOC_
@@ -62,7 +67,7 @@ sub send_body {
 sub inflight {
     my $st = JSON::PP::decode_json($ng->request(GET => '/status')->{body});
     my $n = 0;
-    for my $u (qw(hard saved)) {
+    for my $u (qw(hard saved dflt)) {
         $n += $_->{inflight} for @{ $st->{upstreams}{$u}{servers} };
     }
     return $n;
@@ -72,14 +77,16 @@ sub inflight {
 my $long = rnd(40000);
 my ($xs) = send_body('/s/', $long);
 my ($xh) = send_body('/h/', $long);
+my ($xd) = send_body('/d/', $long);
 
 my @held;
-for my $p ('/s/slow3', '/h/slow3') {
+for my $p ('/s/slow3', '/h/slow3', '/d/slow3') {
     my $c = $ng->conn;
     $c->send(POST => $p, body => $long);
     push @held, $c;
 }
-ok((wait_until { inflight() == 2 } 5), 'B held on its server in both upstreams');
+ok((wait_until { inflight() == 3 } 5),
+   'B held on its server in the three upstreams');
 
 # 1.
 my ($s, $d) = send_body('/s/', $long);
@@ -87,6 +94,9 @@ is $s, $xs, "cap=saved: B again goes to its server $xs, at the cap";
 is $d, '312', '... matched 312 blocks';
 my ($h) = send_body('/h/', $long);
 isnt $h, $xh, "cap=hard: B again goes to another server, $h";
+my ($dd, $ddepth) = send_body('/d/', $long);
+is $dd, $xd, "the default: B again goes to its server $xd, at the cap";
+is $ddepth, '312', '... matched 312 blocks';
 
 for my $c (@held) {
     my $a = $c->read(10);
@@ -111,6 +121,7 @@ $c->close;
 my $st = JSON::PP::decode_json($ng->request(GET => '/status')->{body});
 is $st->{upstreams}{saved}{index}{cap}, 'saved', 'the status page says cap=saved';
 is $st->{upstreams}{hard}{index}{cap}, 'hard', '... and cap=hard elsewhere';
+is $st->{upstreams}{dflt}{index}{cap}, 'saved', '... and cap=saved by default';
 
 $ng->stop;
 $be->stop;
