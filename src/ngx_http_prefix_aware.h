@@ -676,6 +676,8 @@ typedef struct {
 /* ngx_http_prefix_aware_key.c */
 ngx_int_t ngx_http_prefix_aware_key(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd, ngx_str_t *reason);
+
+/* ngx_http_prefix_aware_request.c */
 ngx_int_t ngx_http_prefix_aware_reject(ngx_http_request_t *r,
     ngx_str_t *reason);
 ngx_int_t ngx_http_prefix_aware_answer(ngx_http_request_t *r,
