@@ -24,20 +24,12 @@ static void pa_blocks_emit(pa_blocks_t *b, uint64_t h);
 static uint64_t pa_blocks_fmix(uint64_t z);
 
 
-/* -1: not known yet; else whether the CPU has AVX2 (src/pa_xxh_avx2.c) */
-static int  pa_blocks_avx2 = -1;
-
-
 int
 pa_blocks_init(pa_blocks_t *b, int unit_is_char, uint32_t block_units,
     uint32_t max_blocks, uint64_t *out)
 {
     if (block_units == 0 || max_blocks == 0 || out == NULL) {
         return -1;
-    }
-
-    if (pa_blocks_avx2 < 0) {
-        pa_blocks_avx2 = pa_cpu_has_avx2();
     }
 
     b->out = out;
@@ -306,7 +298,7 @@ pa_blocks_emit(pa_blocks_t *b, uint64_t h)
 static uint64_t
 pa_blocks_hash(const unsigned char *p, size_t n, uint64_t seed)
 {
-    if (n > 240 && pa_blocks_avx2 > 0) {
+    if (n > 240 && pa_cpu_has_avx2()) {
         return pa_xxh3_avx2(p, n, seed);
     }
 

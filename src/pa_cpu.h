@@ -17,12 +17,19 @@
 
 #define PA_CPU_AVX2  1
 
+/* asked once in each file that asks, then remembered */
+
 static inline int
 pa_cpu_has_avx2(void)
 {
-    __builtin_cpu_init();
+    static int  avx2 = -1;
 
-    return __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (avx2 < 0) {
+        __builtin_cpu_init();
+        avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    }
+
+    return avx2;
 }
 
 #else

@@ -44,18 +44,9 @@ static inline void
 pa_xxh3_update(XXH3_state_t *state, const void *p, size_t n)
 {
 #if (PA_XXH_AVX2)
-    static int  avx2 = -1;
-
-    if (n >= PA_XXH_UPDATE_AVX2) {
-
-        if (avx2 < 0) {
-            avx2 = pa_cpu_has_avx2();
-        }
-
-        if (avx2) {
-            pa_xxh3_update_avx2(state, p, n);
-            return;
-        }
+    if (n >= PA_XXH_UPDATE_AVX2 && pa_cpu_has_avx2()) {
+        pa_xxh3_update_avx2(state, p, n);
+        return;
     }
 #endif
 
