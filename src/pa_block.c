@@ -18,8 +18,6 @@
 
 
 static XXH3_state_t *pa_blocks_state(pa_blocks_t *b);
-static uint64_t pa_blocks_hash(const unsigned char *p, size_t n,
-    uint64_t seed);
 static void pa_blocks_emit(pa_blocks_t *b, uint64_t h);
 static uint64_t pa_blocks_fmix(uint64_t z);
 
@@ -89,7 +87,7 @@ pa_blocks_feed_text(pa_blocks_t *b, const unsigned char *p, size_t n,
                 /* a whole block in the piece: hashed in place, no state */
                 k = b->block_units;
                 b->units += k;
-                pa_blocks_emit(b, pa_blocks_hash(p, k, b->prev));
+                pa_blocks_emit(b, pa_xxh3_hash(p, k, b->prev));
                 p += k;
                 n -= k;
                 continue;
@@ -136,7 +134,7 @@ pa_blocks_feed_text(pa_blocks_t *b, const unsigned char *p, size_t n,
         if (k < n && !b->open) {
             /* the block starts and ends in this piece */
             b->units += leads;
-            pa_blocks_emit(b, pa_blocks_hash(p, k, b->prev));
+            pa_blocks_emit(b, pa_xxh3_hash(p, k, b->prev));
             p += k;
             n -= k;
             continue;
@@ -287,22 +285,6 @@ pa_blocks_emit(pa_blocks_t *b, uint64_t h)
         /* past the head, blocks of "stride" blocks */
         b->block_units *= b->stride;
     }
-}
-
-
-/*
- * a whole block in one piece; past 240 bytes XXH3 runs its vector loop,
- * which AVX2 does in about a third of SSE2's instructions
- */
-
-static uint64_t
-pa_blocks_hash(const unsigned char *p, size_t n, uint64_t seed)
-{
-    if (n > 240 && pa_cpu_has_avx2()) {
-        return pa_xxh3_avx2(p, n, seed);
-    }
-
-    return XXH3_64bits_withSeed(p, n, seed);
 }
 
 

@@ -30,8 +30,28 @@
 #include "pa_xxh.h"
 
 
-/* pieces at least this long are added by the AVX2 build, where it runs */
+/*
+ * inputs longer than this are hashed whole by the AVX2 build, pieces at
+ * least this long added by it, where it runs: shorter ones take XXH3's
+ * scalar paths, the same in both builds
+ */
+#define PA_XXH_HASH_AVX2    240
 #define PA_XXH_UPDATE_AVX2  256
+
+
+/* XXH3_64bits_withSeed(), by the AVX2 build past its vector loop's start */
+
+static inline uint64_t
+pa_xxh3_hash(const void *p, size_t n, uint64_t seed)
+{
+#if (PA_XXH_AVX2)
+    if (n > PA_XXH_HASH_AVX2 && pa_cpu_has_avx2()) {
+        return pa_xxh3_avx2(p, n, seed);
+    }
+#endif
+
+    return XXH3_64bits_withSeed(p, n, seed);
+}
 
 
 /*
