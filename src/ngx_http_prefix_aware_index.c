@@ -83,7 +83,7 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
     static const char  *colds[] = { "ring", "least", "auto", "two",
                                        NULL };
     static const char  *places[] = { "deepest", "cost", NULL };
-    static const char  *caps[] = { "hard", "saved", NULL };
+    static const char  *caps[] = { "hard", "saved", "cost", NULL };
     static const char  *switches[] = { "on", "off", NULL };
     static const char  *moments[] = { "first", "end", NULL };
 
@@ -234,7 +234,7 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
             return NGX_ERROR;
         }
 
-        pacf->cap_saved = v;
+        pacf->cap = v;
         return NGX_OK;
     }
 
@@ -713,7 +713,8 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
     in.threshold = pacf->threshold;
     in.cold = pacf->cold;
     in.place = pacf->place;
-    in.cap_saved = pacf->cap_saved ? 1 : 0;
+    in.cap_saved = (pacf->cap != NGX_HTTP_PREFIX_AWARE_CAP_HARD);
+    in.cap_cost = (pacf->cap == NGX_HTTP_PREFIX_AWARE_CAP_COST);
     in.match = (uint32_t) pacf->match;
     in.slack = ngx_min(pacf->length, NGX_HTTP_PREFIX_AWARE_SLACK)
                + NGX_HTTP_PREFIX_AWARE_DECODE;

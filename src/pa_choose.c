@@ -425,7 +425,7 @@ pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
     uint64_t slack)
 {
     double    lhs, rhs;
-    uint64_t  over;
+    uint64_t  over, saved, rest;
 
     if (in->threshold != 0 && load->inflight >= in->threshold) {
 
@@ -438,7 +438,7 @@ pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
          * saves where that is more than in->slack
          */
 
-        if (!in->cap_saved || slack <= in->slack || in->slack == 0
+        if (!in->cap_saved || slack == 0 || in->slack == 0
             || load->inflight >= 2 * in->threshold)
         {
             return 0;
@@ -446,7 +446,25 @@ pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
 
         over = load->inflight - in->threshold + 1;
 
-        if (over > slack / in->slack) {
+        if (in->cap_cost) {
+
+            /*
+             * cap=cost: one request over the cap for each time the
+             * prefill the match saves covers the prefill the request
+             * still has there (at least a block, at most "slack": what
+             * cap=saved lets over, cap=cost does too)
+             */
+
+            saved = (uint64_t) c->depth * in->block_units;
+            rest = (c->cost > in->decode) ? c->cost - in->decode : 0;
+            rest = (rest > in->block_units) ? rest : in->block_units;
+            rest = (rest < in->slack) ? rest : in->slack;
+
+            if (rest == 0 || over > saved / rest) {
+                return 0;
+            }
+
+        } else if (slack <= in->slack || over > slack / in->slack) {
             return 0;
         }
     }

@@ -84,6 +84,8 @@ typedef struct {
     uint64_t            threshold;    /* requests in flight, 0: no cap */
     unsigned            cap_saved:1;  /* a match saving over "slack" may
                                          go over it (up to twice) */
+    unsigned            cap_cost:1;   /* with cap_saved: once for each
+                                         time it saves its own cost */
     pa_cold_e           cold;
     pa_place_e          place;
     const pa_ring_t    *ring;         /* PA_COLD_RING; NULL: least work */

@@ -42,6 +42,7 @@ static void test_cold_ring(void);
 static void test_cold_least(void);
 static void test_cold_two(void);
 static void test_cap_saved(void);
+static void test_cap_cost(void);
 static uint32_t cold_home(pa_choose_in_t *in, cluster_t *cl,
     uint32_t *depth, uint32_t *found);
 static void test_cold_ceiling(void);
@@ -592,6 +593,97 @@ test_cap_saved(void)
 
 
 /*
+ * cap=cost: a holder at the cap takes a match one request over it for
+ * each time the match saves the prefill the request still has there (at
+ * least a block), the decode share not counted, below twice the cap;
+ * nothing placed cold goes over it
+ */
+
+static void
+test_cap_cost(void)
+{
+    uint32_t        i, depth[NSRV], found[NSRV];
+    cluster_t       cl;
+    pa_choice_t     ch;
+    pa_choose_in_t  in;
+
+    setup(&in, &cl, depth, found);
+    in.threshold = 4;
+    in.slack = 100000;                    /* cap=saved alone: no room */
+    in.units = 10000;
+    in.decode = 3000;
+    in.cap_saved = 1;
+    in.cap_cost = 1;
+    depth[3] = 50;                        /* saves 5,000, computes 5,000 */
+    set_found(&in, depth, found);
+
+    cl.inflight[3] = 4;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+
+    cl.inflight[3] = 5;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+
+    /* a template and a short message: 9,500 saved, 500 computed */
+    depth[3] = 95;
+    cl.inflight[3] = 7;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+
+    /* never twice the cap */
+    cl.inflight[3] = 8;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+
+    /* the whole prompt cached: a block's prefill counted */
+    depth[3] = 100;
+    cl.inflight[3] = 7;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+
+    /* saving less than it computes: the hard cap */
+    depth[3] = 40;
+    cl.inflight[3] = 4;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+
+    /* what cap=saved lets over, cap=cost does too: 3 slacks saved */
+    in.slack = 1000;
+    depth[3] = 35;
+    cl.inflight[3] = 6;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+
+    cl.inflight[3] = 7;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+
+    in.slack = 100000;
+    cl.inflight[3] = 4;
+
+    /* without cap_saved, cap_cost alone changes nothing */
+    depth[3] = 95;
+    in.cap_saved = 0;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+
+    /* a request placed cold never goes over it */
+    in.cap_saved = 1;
+    depth[3] = 0;
+    set_found(&in, depth, found);
+    in.cold = PA_COLD_LEAST;
+
+    for (i = 0; i < NSRV; i++) {
+        cl.inflight[i] = 4;
+    }
+
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_LEAST);
+}
+
+
+/*
  * an idle cluster with balance=1.25 and a work bound's slack too wide to
  * bind a match; returns the ring home of the request's key, placed cold
  */
@@ -1059,6 +1151,7 @@ main(void)
     test_cold_least();
     test_cold_two();
     test_cap_saved();
+    test_cap_cost();
     test_cold_ceiling();
     test_cold_strict();
     test_least();
