@@ -41,6 +41,9 @@ static void test_bounds(void);
 static void test_cold_ring(void);
 static void test_cold_least(void);
 static void test_cold_two(void);
+static int at_cap(pa_choose_in_t *in, cluster_t *cl, uint64_t inflight);
+static int cold_at_cap(pa_choose_in_t *in, cluster_t *cl, uint32_t *depth,
+    uint32_t *found);
 static void test_cap_saved(void);
 static void test_cap_cost(void);
 static uint32_t cold_home(pa_choose_in_t *in, cluster_t *cl,
@@ -524,6 +527,51 @@ test_cold_two(void)
 
 
 /*
+ * server 3 with "inflight" requests: 1 if the request matched there, 0
+ * if it spilled to another server, -1 for anything else
+ */
+
+static int
+at_cap(pa_choose_in_t *in, cluster_t *cl, uint64_t inflight)
+{
+    pa_choice_t  ch;
+
+    cl->inflight[3] = inflight;
+
+    if (pa_choose(in, &ch) != 0) {
+        return -1;
+    }
+
+    if (ch.kind == PA_CHOICE_MATCH && ch.server == 3) {
+        return 1;
+    }
+
+    return (ch.kind == PA_CHOICE_SPILL && ch.server != 3) ? 0 : -1;
+}
+
+
+/* every server at the cap, a request placed cold: the least work */
+
+static int
+cold_at_cap(pa_choose_in_t *in, cluster_t *cl, uint32_t *depth,
+    uint32_t *found)
+{
+    uint32_t     i;
+    pa_choice_t  ch;
+
+    depth[3] = 0;
+    set_found(in, depth, found);
+    in->cold = PA_COLD_LEAST;
+
+    for (i = 0; i < NSRV; i++) {
+        cl->inflight[i] = in->threshold;
+    }
+
+    return pa_choose(in, &ch) == 0 && ch.kind == PA_CHOICE_LEAST;
+}
+
+
+/*
  * cap=saved: a holder at the cap on requests takes a match that saves
  * more than "slack", one request over the cap per "slack" it saves, up
  * to twice the cap; nothing else goes over it
@@ -532,9 +580,8 @@ test_cold_two(void)
 static void
 test_cap_saved(void)
 {
-    uint32_t        i, depth[NSRV], found[NSRV];
+    uint32_t        depth[NSRV], found[NSRV];
     cluster_t       cl;
-    pa_choice_t     ch;
     pa_choose_in_t  in;
 
     setup(&in, &cl, depth, found);
@@ -543,52 +590,27 @@ test_cap_saved(void)
     in.units = 10000;
     depth[3] = 35;                        /* saves 3,500 units */
     set_found(&in, depth, found);
-    cl.inflight[3] = 4;
 
     /* the cap is hard by default: spilled */
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+    CHECK(at_cap(&in, &cl, 4) == 0);
 
     /* 3 slacks saved: up to 3 over the cap */
     in.cap_saved = 1;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
-
-    cl.inflight[3] = 6;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
-
-    cl.inflight[3] = 7;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+    CHECK(at_cap(&in, &cl, 4) == 1);
+    CHECK(at_cap(&in, &cl, 6) == 1);
+    CHECK(at_cap(&in, &cl, 7) == 0);
 
     /* never twice the cap */
     depth[3] = 100;
-    cl.inflight[3] = 7;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
-
-    cl.inflight[3] = 8;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+    CHECK(at_cap(&in, &cl, 7) == 1);
+    CHECK(at_cap(&in, &cl, 8) == 0);
 
     /* a match saving no more than a cold request's prefill: spilled */
     depth[3] = 10;
-    cl.inflight[3] = 4;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+    CHECK(at_cap(&in, &cl, 4) == 0);
 
     /* a request placed cold never goes over it */
-    depth[3] = 0;
-    set_found(&in, depth, found);
-    in.cold = PA_COLD_LEAST;
-
-    for (i = 0; i < NSRV; i++) {
-        cl.inflight[i] = 4;
-    }
-
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_LEAST);
+    CHECK(cold_at_cap(&in, &cl, depth, found));
 }
 
 
@@ -602,9 +624,8 @@ test_cap_saved(void)
 static void
 test_cap_cost(void)
 {
-    uint32_t        i, depth[NSRV], found[NSRV];
+    uint32_t        depth[NSRV], found[NSRV];
     cluster_t       cl;
-    pa_choice_t     ch;
     pa_choose_in_t  in;
 
     setup(&in, &cl, depth, found);
@@ -617,69 +638,40 @@ test_cap_cost(void)
     depth[3] = 50;                        /* saves 5,000, computes 5,000 */
     set_found(&in, depth, found);
 
-    cl.inflight[3] = 4;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
-
-    cl.inflight[3] = 5;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+    CHECK(at_cap(&in, &cl, 4) == 1);
+    CHECK(at_cap(&in, &cl, 5) == 0);
 
     /* a template and a short message: 9,500 saved, 500 computed */
     depth[3] = 95;
-    cl.inflight[3] = 7;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+    CHECK(at_cap(&in, &cl, 7) == 1);
 
     /* never twice the cap */
-    cl.inflight[3] = 8;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+    CHECK(at_cap(&in, &cl, 8) == 0);
 
     /* the whole prompt cached: a block's prefill counted */
     depth[3] = 100;
-    cl.inflight[3] = 7;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+    CHECK(at_cap(&in, &cl, 7) == 1);
 
     /* saving less than it computes: the hard cap */
     depth[3] = 40;
-    cl.inflight[3] = 4;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+    CHECK(at_cap(&in, &cl, 4) == 0);
 
     /* what cap=saved lets over, cap=cost does too: 3 slacks saved */
     in.slack = 1000;
     depth[3] = 35;
-    cl.inflight[3] = 6;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
-
-    cl.inflight[3] = 7;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+    CHECK(at_cap(&in, &cl, 6) == 1);
+    CHECK(at_cap(&in, &cl, 7) == 0);
 
     in.slack = 100000;
-    cl.inflight[3] = 4;
 
     /* without cap_saved, cap_cost alone changes nothing */
     depth[3] = 95;
     in.cap_saved = 0;
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+    CHECK(at_cap(&in, &cl, 4) == 0);
 
     /* a request placed cold never goes over it */
     in.cap_saved = 1;
-    depth[3] = 0;
-    set_found(&in, depth, found);
-    in.cold = PA_COLD_LEAST;
-
-    for (i = 0; i < NSRV; i++) {
-        cl.inflight[i] = 4;
-    }
-
-    CHECK(pa_choose(&in, &ch) == 0);
-    CHECK(ch.kind == PA_CHOICE_LEAST);
+    CHECK(cold_at_cap(&in, &cl, depth, found));
 }
 
 
