@@ -79,9 +79,8 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
     ngx_str_t    s;
     ngx_uint_t   v;
 
-    /* in the order of their values: pa_cold_e, pa_place_e, on = 0 */
-    static const char  *colds[] = { "ring", "least", "auto", "two",
-                                       NULL };
+    /* in the order of their values: pa_cold_e, pa_place_e, _CAP_*, on 0 */
+    static const char  *colds[] = { "ring", "least", "auto", "two", NULL };
     static const char  *places[] = { "deepest", "cost", NULL };
     static const char  *caps[] = { "hard", "saved", "cost", NULL };
     static const char  *switches[] = { "on", "off", NULL };
