@@ -63,7 +63,10 @@ except ImportError:  # pragma: no cover
     sys.exit("run.py: aiohttp is missing: use Debian's /usr/bin/python3 "
              "(python3-aiohttp)")
 
-MODULE_SO = os.path.join(ROOT, "objs", "ngx_http_prefix_aware_module.so")
+# BENCH_MODULE_SO: a copy of the module to load instead of the build's
+# (a long run then does not see a rebuild in the middle of it)
+MODULE_SO = os.environ.get("BENCH_MODULE_SO") or os.path.join(
+    ROOT, "objs", "ngx_http_prefix_aware_module.so")
 NGINX = os.environ.get("NGINX_BIN", "/usr/sbin/nginx")
 HAPROXY = os.environ.get("HAPROXY_BIN", shutil.which("haproxy") or "/usr/sbin/haproxy")
 PYTHON = os.environ.get("BENCH_PYTHON", "/usr/bin/python3")
