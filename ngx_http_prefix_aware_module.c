@@ -340,7 +340,7 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
             }
 
         } else if (walks == 0
-                   && !(pacf->cap != NGX_HTTP_PREFIX_AWARE_CAP_HARD
+                   && !(pacf->cap != PA_CAP_HARD
                         && pd->choice == PA_CHOICE_MATCH))
         {
             /* not a match let over the cap by what it saves (cap=) */
@@ -713,7 +713,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->capacity = 262144;
     pacf->cold = PA_COLD_TWO;
     pacf->place = PA_PLACE_DEEPEST;
-    pacf->cap = NGX_HTTP_PREFIX_AWARE_CAP_COST;
+    pacf->cap = PA_CAP_COST;
     pacf->match = 60;
     pacf->prefill_end = 0;
     pacf->feedback = 0;

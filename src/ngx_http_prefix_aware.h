@@ -52,11 +52,6 @@
 #define NGX_HTTP_PREFIX_AWARE_FORMAT_BODY     1
 #define NGX_HTTP_PREFIX_AWARE_FORMAT_OPENAI   2
 
-/* cap=: the order of the words the directive takes */
-#define NGX_HTTP_PREFIX_AWARE_CAP_HARD        0
-#define NGX_HTTP_PREFIX_AWARE_CAP_SAVED       1
-#define NGX_HTTP_PREFIX_AWARE_CAP_COST        2
-
 #define NGX_HTTP_PREFIX_AWARE_SOURCE_NONE     0
 #define NGX_HTTP_PREFIX_AWARE_SOURCE_BODY     1
 #define NGX_HTTP_PREFIX_AWARE_SOURCE_OPENAI   2
@@ -324,7 +319,7 @@ typedef struct {
     pa_place_e                             place;
     ngx_uint_t                             match;     /* percent */
     ngx_uint_t                             prefill_end;  /* prefill=end */
-    ngx_uint_t                             cap;       /* cap=, _CAP_* */
+    pa_cap_e                               cap;       /* cap= */
     ngx_uint_t                             feedback;  /* feedback=on */
     ngx_shm_zone_t                        *index_zone;
     pa_index_t                             index;

@@ -79,7 +79,7 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
     ngx_str_t    s;
     ngx_uint_t   v;
 
-    /* in the order of their values: pa_cold_e, pa_place_e, _CAP_*, on 0 */
+    /* in the order of their values: pa_cold_e, pa_place_e, pa_cap_e, on 0 */
     static const char  *colds[] = { "ring", "least", "auto", "two", NULL };
     static const char  *places[] = { "deepest", "cost", NULL };
     static const char  *caps[] = { "hard", "saved", "cost", NULL };
@@ -233,7 +233,7 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
             return NGX_ERROR;
         }
 
-        pacf->cap = v;
+        pacf->cap = (pa_cap_e) v;
         return NGX_OK;
     }
 
@@ -712,8 +712,7 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
     in.threshold = pacf->threshold;
     in.cold = pacf->cold;
     in.place = pacf->place;
-    in.cap_saved = (pacf->cap != NGX_HTTP_PREFIX_AWARE_CAP_HARD);
-    in.cap_cost = (pacf->cap == NGX_HTTP_PREFIX_AWARE_CAP_COST);
+    in.cap = pacf->cap;
     in.match = (uint32_t) pacf->match;
     in.slack = ngx_min(pacf->length, NGX_HTTP_PREFIX_AWARE_SLACK)
                + NGX_HTTP_PREFIX_AWARE_DECODE;

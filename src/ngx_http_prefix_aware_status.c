@@ -509,8 +509,8 @@ ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
         : c->cold == PA_COLD_LEAST ? "least"
         : c->cold == PA_COLD_AUTO ? "auto" : "two",
         c->place == PA_PLACE_COST ? "cost" : "deepest",
-        c->cap == NGX_HTTP_PREFIX_AWARE_CAP_COST ? "cost"
-        : c->cap == NGX_HTTP_PREFIX_AWARE_CAP_SAVED ? "saved" : "hard",
+        c->cap == PA_CAP_COST ? "cost"
+        : c->cap == PA_CAP_SAVED ? "saved" : "hard",
         c->match,
         c->prefill_end ? "end" : "first",
         st.capacity, st.entries_used, st.evictions, st.recorded, st.busy,

@@ -438,7 +438,7 @@ pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
          * saves where that is more than in->slack
          */
 
-        if (!in->cap_saved || slack == 0 || in->slack == 0
+        if (in->cap == PA_CAP_HARD || slack == 0 || in->slack == 0
             || load->inflight >= 2 * in->threshold)
         {
             return 0;
@@ -446,7 +446,7 @@ pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
 
         over = load->inflight - in->threshold + 1;
 
-        if (in->cap_cost) {
+        if (in->cap == PA_CAP_COST) {
 
             /*
              * cap=cost: one request over the cap for each time the
@@ -459,6 +459,8 @@ pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
             rest = (c->cost > in->decode) ? c->cost - in->decode : 0;
             rest = (rest > in->block_units) ? rest : in->block_units;
             rest = (rest < in->slack) ? rest : in->slack;
+
+            /* rest is 0 only with blocks of 0 units: nothing saved */
 
             if (rest == 0 || over > saved / rest) {
                 return 0;

@@ -50,6 +50,15 @@ typedef enum {
 } pa_place_e;
 
 
+typedef enum {
+    PA_CAP_HARD = 0,              /* never over "threshold" */
+    PA_CAP_SAVED,                 /* a match saving over "slack" may go
+                                     over it (up to twice) */
+    PA_CAP_COST                   /* a match: once over it for each time
+                                     it saves its own prefill */
+} pa_cap_e;
+
+
 /* a server's load, as the probe reads it */
 typedef struct {
     uint64_t            work;         /* work in flight, units */
@@ -82,10 +91,7 @@ typedef struct {
     uint64_t            slack;        /* work over the bound, a match;
                                          or the prefill it saves, if more */
     uint64_t            threshold;    /* requests in flight, 0: no cap */
-    unsigned            cap_saved:1;  /* a match saving over "slack" may
-                                         go over it (up to twice) */
-    unsigned            cap_cost:1;   /* with cap_saved: once for each
-                                         time it saves its own cost */
+    pa_cap_e            cap;          /* past "threshold", a match */
     pa_cold_e           cold;
     pa_place_e          place;
     const pa_ring_t    *ring;         /* PA_COLD_RING; NULL: least work */

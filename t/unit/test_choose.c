@@ -595,7 +595,7 @@ test_cap_saved(void)
     CHECK(at_cap(&in, &cl, 4) == 0);
 
     /* 3 slacks saved: up to 3 over the cap */
-    in.cap_saved = 1;
+    in.cap = PA_CAP_SAVED;
     CHECK(at_cap(&in, &cl, 4) == 1);
     CHECK(at_cap(&in, &cl, 6) == 1);
     CHECK(at_cap(&in, &cl, 7) == 0);
@@ -633,8 +633,7 @@ test_cap_cost(void)
     in.slack = 100000;                    /* cap=saved alone: no room */
     in.units = 10000;
     in.decode = 3000;
-    in.cap_saved = 1;
-    in.cap_cost = 1;
+    in.cap = PA_CAP_COST;
     depth[3] = 50;                        /* saves 5,000, computes 5,000 */
     set_found(&in, depth, found);
 
@@ -664,13 +663,13 @@ test_cap_cost(void)
 
     in.slack = 100000;
 
-    /* without cap_saved, cap_cost alone changes nothing */
+    /* the hard cap: nothing over it */
     depth[3] = 95;
-    in.cap_saved = 0;
+    in.cap = PA_CAP_HARD;
     CHECK(at_cap(&in, &cl, 4) == 0);
 
     /* a request placed cold never goes over it */
-    in.cap_saved = 1;
+    in.cap = PA_CAP_COST;
     CHECK(cold_at_cap(&in, &cl, depth, found));
 }
 
