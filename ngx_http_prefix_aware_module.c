@@ -340,8 +340,8 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
             }
 
         } else if (walks == 0
-                   && !(pacf->cap != PA_CAP_HARD
-                        && pd->choice == PA_CHOICE_MATCH))
+                   && (pacf->cap == PA_CAP_HARD
+                       || pd->choice != PA_CHOICE_MATCH))
         {
             /* not a match let over the cap by what it saves (cap=) */
             continue;
