@@ -70,6 +70,12 @@ MODULE_SO = os.environ.get("BENCH_MODULE_SO") or os.path.join(
 NGINX = os.environ.get("NGINX_BIN", "/usr/sbin/nginx")
 HAPROXY = os.environ.get("HAPROXY_BIN", shutil.which("haproxy") or "/usr/sbin/haproxy")
 PYTHON = os.environ.get("BENCH_PYTHON", "/usr/bin/python3")
+# the simulator's step-loop lateness, as a share of each instance's time,
+# above which a run is run again (--max-lag): one Python process hosts
+# every instance, and a run in which it fell behind measures it, not the
+# router (16 instances of the short workload: up to 100 %+ when the
+# machine had other work)
+MAX_LAG = 0.03
 
 ALL_STRATEGIES = ["round_robin", "random", "least_conn", "nginx_hash",
                   "haproxy_hash", "prefix_aware"]
@@ -1398,15 +1404,26 @@ def merged_results(per_seed, names):
     return out
 
 
+def lag_share(r):
+    """The simulator's step-loop lateness as a share of each instance's
+    time: the lateness summed over the instances, over wall x instances."""
+    n = len(r["per_instance"]) or 1
+    return r["step_lag"] / (r["wall"] * n) if r["wall"] else 0.0
+
+
 def run_notes(results):
     lines = []
     for r in results:
         if r["errors"]:
             lines.append("- %s errors: `%s`" % (r["strategy"], r["errors"]))
-        if r["step_lag"] > 0.05 * r["wall"]:
-            lines.append("- %s: simulator fell behind by %.1f s of %.1f s wall "
-                         "(CPU-bound; figures less reliable)" % (
-                             r["strategy"], r["step_lag"], r["wall"]))
+        if r.get("runs", 1) > 1:
+            lines.append("- %s: run %d times, the simulator having fallen "
+                         "behind; the run that lagged least is reported"
+                         % (r["strategy"], r["runs"]))
+        if lag_share(r) > MAX_LAG:
+            lines.append("- %s: simulator fell behind by %.1f %% of each "
+                         "instance's time (figures less reliable)" % (
+                             r["strategy"], 100 * lag_share(r)))
     for r in results:
         if r.get("routes"):
             lines.append("- %s: why requests went where they went (the module's "
@@ -1416,7 +1433,7 @@ def run_notes(results):
                   len(results[0]["per_instance"]) if results else 0,
                   ", ".join("%s %.0f%%" % (r["strategy"], 100 * r.get("sim_cpu", float("nan")))
                             for r in results),
-                  ", ".join("%s %.1f%%" % (r["strategy"], 100 * r["step_lag"] / r["wall"])
+                  ", ".join("%s %.1f%%" % (r["strategy"], 100 * lag_share(r))
                             for r in results if r["wall"])),
               "", "Per-instance requests: " + "; ".join(
                   "%s %s" % (r["strategy"], r["per_instance"]) for r in results)]
@@ -1425,9 +1442,9 @@ def run_notes(results):
 
 def lag_flags(per_seed):
     return ["%s seed %s (%.0f%%)" % (r["strategy"], sd["seed"],
-                                     100 * r["step_lag"] / r["wall"])
+                                     100 * lag_share(r))
             for sd in per_seed for r in sd["results"]
-            if r["wall"] and r["step_lag"] > 0.05 * r["wall"]]
+            if lag_share(r) > MAX_LAG]
 
 
 def setup_line(opts, rate):
@@ -1611,6 +1628,25 @@ def wl_overrides(wlname, opts, n=None, rate=None):
     return out
 
 
+def run_unlagged(run, strategy, opts):
+    """run() once, and again while the simulator fell behind (a run in
+    which it did measures the simulator, one Python process for every
+    instance, not the router), up to opts.lag_retries more times; the
+    run that lagged least, with "runs" set to the number of runs."""
+    r = run()
+    runs = 1
+    while lag_share(r) > opts.max_lag and runs <= opts.lag_retries:
+        log("  %s: simulator behind by %.1f %% of each instance's time "
+            "(over --max-lag %.1f %%): run again"
+            % (strategy, 100 * lag_share(r), 100 * opts.max_lag))
+        r2 = run()
+        runs += 1
+        if lag_share(r2) < lag_share(r):
+            r = r2
+    r["runs"] = runs
+    return r
+
+
 def run_workload(wlname, strategies, opts, rate=None, n=None, closed=0,
                  seed=None, slot=0):
     opts = opts_for(wlname, opts)
@@ -1621,7 +1657,8 @@ def run_workload(wlname, strategies, opts, rate=None, n=None, closed=0,
     ideal = ideal_hit_rate(wl.requests, opts.instances * opts.kv_blocks)
     results = []
     for s in strategies:
-        r = run_one(s, wl, opts, closed=closed, slot=slot)
+        r = run_unlagged(lambda: run_one(s, wl, opts, closed=closed,
+                                         slot=slot), s, opts)
         r["seed"] = wl.params["seed"]
         results.append(r)
     log("  ideal hit rate %.1f%%" % (100 * ideal))
@@ -1722,7 +1759,7 @@ def sweep_point(wlname, strategy, opts, rate, slo, seed=None):
                             **wl_overrides(wlname, opts, n, rate))
     r = run_one(strategy, wl, opts, quiet=True, warmup=opts.sweep_warmup)
     good = r["ok"] == r["n"] and r["ttft_p90"] <= slo
-    lagged = r["step_lag"] > 0.1 * r["wall"]
+    lagged = lag_share(r) > opts.max_lag
     log("    sweep %-13s %6.2f req/s: P90 %.3f s %s%s" % (
         strategy, rate, r["ttft_p90"], "ok" if good else "over SLO",
         " (simulator lagged %.1fs of %.1fs)" % (r["step_lag"], r["wall"])
@@ -2131,6 +2168,13 @@ def main(argv=None):
                     help="index= of the prefix_aware strategy and the base "
                          "of the arms (default off: routing v1, SageMaker's; "
                          "pa_v2 is the module's default, index=auto)")
+    ap.add_argument("--max-lag", type=float, default=MAX_LAG,
+                    help="a run whose simulator fell behind by more than "
+                         "this share of each instance's time is run again "
+                         "(default %g)" % MAX_LAG)
+    ap.add_argument("--lag-retries", type=int, default=2,
+                    help="at most this many reruns of a lagged run; the "
+                         "one that lagged least is kept (0: none)")
     ap.add_argument("--request-timeout", type=float, default=300.0)
     ap.add_argument("--max-seconds", type=float, default=1800.0,
                     help="the simulator exits by itself after this (safety)")

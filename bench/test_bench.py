@@ -520,6 +520,42 @@ class Opts:
     pa_index = "off"
 
 
+class TestLagRetries(unittest.TestCase):
+    class O:
+        max_lag = 0.03
+        lag_retries = 2
+
+    def runs(self, lags):
+        import run
+        it = iter(lags)
+
+        def one():
+            # 4 instances, 10 s: lag share = step_lag / 40
+            return {"step_lag": 40 * next(it), "wall": 10.0,
+                    "per_instance": [1, 1, 1, 1]}
+        return run.run_unlagged(one, "x", self.O)
+
+    def test_clean_run_once(self):
+        r = self.runs([0.01, 0.5, 0.5])
+        self.assertEqual(r["runs"], 1)
+        self.assertAlmostEqual(r["step_lag"], 0.4)
+
+    def test_again_until_clean(self):
+        r = self.runs([0.5, 0.02, 0.9])
+        self.assertEqual(r["runs"], 2)
+        self.assertAlmostEqual(r["step_lag"], 0.8)
+
+    def test_least_lagged_of_all_tries(self):
+        r = self.runs([0.5, 0.2, 0.3, 0.0])
+        self.assertEqual(r["runs"], 3)
+        self.assertAlmostEqual(r["step_lag"], 8.0)
+
+    def test_share_is_per_instance(self):
+        import run
+        r = {"step_lag": 16.0, "wall": 20.0, "per_instance": [1] * 16}
+        self.assertAlmostEqual(run.lag_share(r), 0.05)
+
+
 class TestArms(unittest.TestCase):
     def setUp(self):
         import run
