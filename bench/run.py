@@ -216,6 +216,24 @@ def proc_cpu(pid):
         return float("nan")
 
 
+def cpu_times():
+    """(steal, total) jiffies of all CPUs (/proc/stat), or None: the time a
+    virtual machine's host gave its CPUs to others counts as steal."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return v[7] if len(v) > 7 else 0, sum(v[:8])
+    except (OSError, ValueError):
+        return None
+
+
+def steal_share(t0, t1):
+    """Share of the CPUs' time stolen between two cpu_times()."""
+    if not t0 or not t1 or t1[1] <= t0[1]:
+        return float("nan")
+    return (t1[0] - t0[0]) / (t1[1] - t0[1])
+
+
 def wait_port(port, proc, timeout=15.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -1004,25 +1022,29 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
             return recs, t0, t1, before, after, routes
 
         cpu0 = proc_cpu(sim.pid)
+        st0 = cpu_times()
         recs, t0, t1, before, after, routes = asyncio.run(go())
         sim_cpu = proc_cpu(sim.pid) - cpu0
+        steal = steal_share(st0, cpu_times())
         res = summarize(strategy, wl, recs, t0, t1, before, after, opts,
                         sim_ports, warmup)
         res["routes"] = routes
         if opts.trace:
             write_trace(opts.trace, strategy, wl, reqs, recs, t0, opts)
         res["sim_cpu"] = sim_cpu / res["wall"] if res["wall"] else float("nan")
+        res["steal"] = steal
         if any(p.poll() is not None for p in proxies):
             res["errors"]["proxy exited"] = 1
         res["hosts"] = hosts
         res["bypass"] = getattr(opts, "bypass", 0.0) or 0.0
         if not quiet:
             log("  %-13s ok %d/%d  TTFT p50 %.3f p90 %.3f p99 %.3f s  hit %.1f%%  "
-                "req/inst %s  peak %s  (wall %.1fs, sim lag %.2fs, sim CPU %.0f%%)"
+                "req/inst %s  peak %s  (wall %.1fs, sim lag %.2fs, sim CPU %.0f%%, "
+                "steal %.0f%%)"
                 % (strategy, res["ok"], res["n"], res["ttft_p50"], res["ttft_p90"],
                    res["ttft_p99"], 100 * res["hit_rate"], res["per_instance"],
                    [int(x) for x in res["peak_inflight"]], res["wall"],
-                   res["step_lag"], 100 * res["sim_cpu"]))
+                   res["step_lag"], 100 * res["sim_cpu"], 100 * steal))
             if res["errors"]:
                 log("    errors:", res["errors"])
             if routes:
@@ -1435,6 +1457,11 @@ def run_notes(results):
                             for r in results),
                   ", ".join("%s %.1f%%" % (r["strategy"], 100 * lag_share(r))
                             for r in results if r["wall"])),
+              "", "CPU time the virtual machine's host took for others "
+              "(steal): " + ", ".join(
+                  "%s %.1f%%" % (r["strategy"], 100 * r.get("steal",
+                                                           float("nan")))
+                  for r in results),
               "", "Per-instance requests: " + "; ".join(
                   "%s %s" % (r["strategy"], r["per_instance"]) for r in results)]
     return lines

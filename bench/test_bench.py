@@ -550,6 +550,15 @@ class TestLagRetries(unittest.TestCase):
         self.assertEqual(r["runs"], 3)
         self.assertAlmostEqual(r["step_lag"], 8.0)
 
+    def test_steal_share(self):
+        import math
+        import run
+        self.assertAlmostEqual(run.steal_share((10, 100), (20, 200)), 0.1)
+        self.assertTrue(math.isnan(run.steal_share(None, (20, 200))))
+        self.assertTrue(math.isnan(run.steal_share((10, 100), (10, 100))))
+        st, tot = run.cpu_times()
+        self.assertGreaterEqual(tot, st)
+
     def test_share_is_per_instance(self):
         import run
         r = {"step_lag": 16.0, "wall": 20.0, "per_instance": [1] * 16}
