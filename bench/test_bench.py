@@ -523,7 +523,7 @@ class Opts:
 class TestLagRetries(unittest.TestCase):
     class O:
         max_lag = 0.03
-        lag_retries = 2
+        lag_retries = 3
 
     def runs(self, lags):
         import run
@@ -533,7 +533,7 @@ class TestLagRetries(unittest.TestCase):
             # 4 instances, 10 s: lag share = step_lag / 40
             return {"step_lag": 40 * next(it), "wall": 10.0,
                     "per_instance": [1, 1, 1, 1]}
-        return run.run_unlagged(one, "x", self.O)
+        return run.run_unlagged(one, "x", self.O, wait=lambda: None)
 
     def test_clean_run_once(self):
         r = self.runs([0.01, 0.5, 0.5])
@@ -546,8 +546,8 @@ class TestLagRetries(unittest.TestCase):
         self.assertAlmostEqual(r["step_lag"], 0.8)
 
     def test_least_lagged_of_all_tries(self):
-        r = self.runs([0.5, 0.2, 0.3, 0.0])
-        self.assertEqual(r["runs"], 3)
+        r = self.runs([0.5, 0.2, 0.3, 0.4, 0.0])
+        self.assertEqual(r["runs"], 4)
         self.assertAlmostEqual(r["step_lag"], 8.0)
 
     def test_steal_share(self):
