@@ -71,10 +71,10 @@ NGINX = os.environ.get("NGINX_BIN", "/usr/sbin/nginx")
 HAPROXY = os.environ.get("HAPROXY_BIN", shutil.which("haproxy") or "/usr/sbin/haproxy")
 PYTHON = os.environ.get("BENCH_PYTHON", "/usr/bin/python3")
 # the simulator's step-loop lateness, as a share of each instance's time,
-# above which a run is run again (--max-lag): one Python process hosts
-# every instance, and a run in which it fell behind measures it, not the
-# router (16 instances of the short workload: up to 100 %+ when the
-# machine had other work)
+# above which a run is run again and flagged (--max-lag sets it): one
+# Python process hosts every instance, and a run in which it fell behind
+# measures it, not the router (16 instances of the short workload: up to
+# 100 %+ while the virtual machine's host took CPU time, "steal")
 MAX_LAG = 0.03
 
 ALL_STRATEGIES = ["round_robin", "random", "least_conn", "nginx_hash",
@@ -2156,6 +2156,7 @@ def parse_seeds(v):
 
 
 def main(argv=None):
+    global MAX_LAG
     ap = argparse.ArgumentParser(description="prefix-aware routing benchmark")
     ap.add_argument("mode", choices=list(PRESETS))
     ap.add_argument("--workloads")
@@ -2247,6 +2248,7 @@ def main(argv=None):
     ap.set_defaults(sweep=None)
     opts = ap.parse_args(argv)
     opts.kv_explicit = opts.kv_blocks is not None
+    MAX_LAG = opts.max_lag          # the pages flag what was run again
     if opts.scale < 1:
         sys.exit("run.py: --scale must be >= 1")
     opts.instances *= opts.scale
