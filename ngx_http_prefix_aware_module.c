@@ -849,28 +849,3 @@ ngx_http_prefix_aware_status(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     return NGX_CONF_OK;
 }
 
-
-char *
-ngx_http_prefix_aware_number(ngx_conf_t *cf, ngx_str_t *value, size_t skip,
-    ngx_uint_t min, ngx_uint_t max, ngx_uint_t *n)
-{
-    ngx_int_t  v;
-    ngx_str_t  name;
-
-    name.data = value->data;
-    name.len = skip - 1;
-
-    v = ngx_atoi(value->data + skip, value->len - skip);
-
-    if (v == NGX_ERROR || (ngx_uint_t) v < min || (ngx_uint_t) v > max) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid \"%V\" value \"%s\" in \"prefix_aware\", "
-                           "it must be a number from %ui to %ui",
-                           &name, value->data + skip, min, max);
-        return NGX_CONF_ERROR;
-    }
-
-    *n = (ngx_uint_t) v;
-
-    return NGX_CONF_OK;
-}

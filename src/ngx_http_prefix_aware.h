@@ -802,6 +802,12 @@ void ngx_http_prefix_aware_models_commit(
     ngx_http_prefix_aware_main_conf_t *pamcf, ngx_uint_t *live,
     ngx_uint_t nlive);
 
+/* ngx_http_prefix_aware_conf.c */
+char *ngx_http_prefix_aware_number(ngx_conf_t *cf, ngx_str_t *value,
+    size_t skip, ngx_uint_t min, ngx_uint_t max, ngx_uint_t *n);
+ngx_shm_zone_t *ngx_http_prefix_aware_upstream_zone(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *prefix, size_t size);
+
 /* ngx_http_prefix_aware_discover.c */
 void ngx_http_prefix_aware_models_start(ngx_cycle_t *cycle,
     ngx_http_prefix_aware_main_conf_t *pamcf);
@@ -814,9 +820,6 @@ void ngx_http_prefix_aware_models_prometheus(
     ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_http_prefix_aware_writer_t *w, ngx_str_t **label);
 
-/* ngx_http_prefix_aware_module.c */
-char *ngx_http_prefix_aware_number(ngx_conf_t *cf, ngx_str_t *value,
-    size_t skip, ngx_uint_t min, ngx_uint_t max, ngx_uint_t *n);
 
 /* ngx_http_prefix_aware_peer.c */
 int ngx_http_prefix_aware_probe(void *ctx, uint32_t server,

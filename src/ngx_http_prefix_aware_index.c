@@ -439,8 +439,6 @@ ngx_int_t
 ngx_http_prefix_aware_index_add(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf)
 {
-    u_char            *p;
-    ngx_str_t          name;
     ngx_uint_t         i, n;
     ngx_shm_zone_t    *shm_zone;
 
@@ -490,24 +488,9 @@ ngx_http_prefix_aware_index_add(ngx_conf_t *cf,
                                        pacf->names[i].len) | 1;
     }
 
-    name.len = prefix.len + pacf->upstream->host.len;
-    name.data = ngx_pnalloc(cf->pool, name.len);
-    if (name.data == NULL) {
-        return NGX_ERROR;
-    }
-
-    p = ngx_cpymem(name.data, prefix.data, prefix.len);
-    ngx_memcpy(p, pacf->upstream->host.data, pacf->upstream->host.len);
-
-    shm_zone = ngx_shared_memory_add(cf, &name, pacf->index_size,
-                                     &ngx_http_prefix_aware_module);
+    shm_zone = ngx_http_prefix_aware_upstream_zone(cf, pacf, &prefix,
+                                                   pacf->index_size);
     if (shm_zone == NULL) {
-        return NGX_ERROR;
-    }
-
-    if (shm_zone->data) {
-        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                      "prefix_aware: duplicate index zone \"%V\"", &name);
         return NGX_ERROR;
     }
 

@@ -27,7 +27,6 @@ ngx_http_prefix_aware_models_zone(ngx_conf_t *cf,
     ngx_http_prefix_aware_models_t *m)
 {
     size_t                             size;
-    ngx_str_t                          name, *host;
     ngx_uint_t                         j;
     ngx_http_prefix_aware_srv_conf_t  *pacf;
 
@@ -35,16 +34,6 @@ ngx_http_prefix_aware_models_zone(ngx_conf_t *cf,
                           ngx_string("ngx_http_prefix_aware_module:models:");
 
     pacf = m->pacf;
-    host = &pacf->upstream->host;
-
-    name.len = prefix.len + host->len;
-    name.data = ngx_pnalloc(cf->pool, name.len);
-    if (name.data == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_memcpy(ngx_cpymem(name.data, prefix.data, prefix.len), host->data,
-               host->len);
 
     size = sizeof(ngx_http_prefix_aware_models_shm_t);
 
@@ -55,8 +44,7 @@ ngx_http_prefix_aware_models_zone(ngx_conf_t *cf,
 
     size = ngx_align(8 * ngx_pagesize + 2 * size, 256 * 1024);
 
-    m->zone = ngx_shared_memory_add(cf, &name, size,
-                                    &ngx_http_prefix_aware_module);
+    m->zone = ngx_http_prefix_aware_upstream_zone(cf, pacf, &prefix, size);
     if (m->zone == NULL) {
         return NGX_ERROR;
     }
