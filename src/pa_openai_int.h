@@ -220,14 +220,24 @@ struct pa_oai_s {
 const unsigned char *pa_oai_scan(pa_oai_t *x, const unsigned char *p,
     const unsigned char *last);
 
-/* pa_openai.c: the key rules, told by the scanner what it reads */
+/* pa_openai_rules.c: the key rules, told by the scanner what it reads */
 
 void pa_oai_open(pa_oai_t *x, pa_oai_type_e type);
 void pa_oai_close(pa_oai_t *x);
 void pa_oai_begin(pa_oai_t *x, pa_oai_type_e type);
 void pa_oai_end(pa_oai_t *x, pa_oai_type_e type);
 void pa_oai_key(pa_oai_t *x);
-void pa_oai_fail(pa_oai_t *x, pa_oai_status_e status);
+
+
+/* the first failure is the one the result tells */
+
+static inline void
+pa_oai_fail(pa_oai_t *x, pa_oai_status_e status)
+{
+    if (x->status == PA_OAI_OK) {
+        x->status = status;
+    }
+}
 
 /* pa_openai_text.c: where the bytes of a value go, the key's text */
 
