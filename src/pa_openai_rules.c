@@ -22,6 +22,31 @@ static pa_oai_slot_e pa_oai_key_slot(pa_oai_frame_e kind,
 static void pa_oai_message_end(pa_oai_t *x);
 
 
+/* the object keys the key reads, by the object they are in */
+
+#define pa_oai_name(kind, lit, slot)  { kind, sizeof(lit) - 1, lit, slot }
+
+static const struct {
+    pa_oai_frame_e       kind;
+    size_t               len;
+    const char          *name;
+    pa_oai_slot_e        slot;
+} pa_oai_keys[] = {
+    pa_oai_name(PA_F_TOP, "messages", PA_S_MESSAGES),
+    pa_oai_name(PA_F_TOP, "model", PA_S_MODEL),
+    pa_oai_name(PA_F_TOP, "prompt", PA_S_PROMPT),
+    pa_oai_name(PA_F_TOP, "cache_salt", PA_S_SALT),
+    pa_oai_name(PA_F_TOP, "prompt_cache_key", PA_S_PCK),
+    pa_oai_name(PA_F_MESSAGE, "role", PA_S_ROLE),
+    pa_oai_name(PA_F_MESSAGE, "content", PA_S_CONTENT),
+    pa_oai_name(PA_F_PART, "text", PA_S_PART_TEXT),
+    pa_oai_name(PA_F_PART, "image_url", PA_S_IMAGE_URL),
+    pa_oai_name(PA_F_PART, "input_audio", PA_S_INPUT_AUDIO),
+    pa_oai_name(PA_F_IMAGE_URL, "url", PA_S_PART_TEXT),
+    pa_oai_name(PA_F_INPUT_AUDIO, "data", PA_S_PART_TEXT)
+};
+
+
 /* "{" or "[": what the container is, by where it is */
 
 void
@@ -432,81 +457,17 @@ pa_oai_next(pa_oai_t *x)
 static pa_oai_slot_e
 pa_oai_key_slot(pa_oai_frame_e kind, const unsigned char *s, size_t n)
 {
-#define pa_oai_is(s, n, lit)                                                  \
-    ((n) == sizeof(lit) - 1 && memcmp(s, lit, sizeof(lit) - 1) == 0)
+    size_t  i;
 
-    switch (kind) {
-
-    case PA_F_TOP:
-        if (pa_oai_is(s, n, "messages")) {
-            return PA_S_MESSAGES;
+    for (i = 0; i < sizeof(pa_oai_keys) / sizeof(pa_oai_keys[0]); i++) {
+        if (pa_oai_keys[i].kind == kind && pa_oai_keys[i].len == n
+            && memcmp(s, pa_oai_keys[i].name, n) == 0)
+        {
+            return pa_oai_keys[i].slot;
         }
-
-        if (pa_oai_is(s, n, "model")) {
-            return PA_S_MODEL;
-        }
-
-        if (pa_oai_is(s, n, "prompt")) {
-            return PA_S_PROMPT;
-        }
-
-        if (pa_oai_is(s, n, "cache_salt")) {
-            return PA_S_SALT;
-        }
-
-        if (pa_oai_is(s, n, "prompt_cache_key")) {
-            return PA_S_PCK;
-        }
-
-        break;
-
-    case PA_F_MESSAGE:
-        if (pa_oai_is(s, n, "role")) {
-            return PA_S_ROLE;
-        }
-
-        if (pa_oai_is(s, n, "content")) {
-            return PA_S_CONTENT;
-        }
-
-        break;
-
-    case PA_F_PART:
-        if (pa_oai_is(s, n, "text")) {
-            return PA_S_PART_TEXT;
-        }
-
-        if (pa_oai_is(s, n, "image_url")) {
-            return PA_S_IMAGE_URL;
-        }
-
-        if (pa_oai_is(s, n, "input_audio")) {
-            return PA_S_INPUT_AUDIO;
-        }
-
-        break;
-
-    case PA_F_IMAGE_URL:
-        if (pa_oai_is(s, n, "url")) {
-            return PA_S_PART_TEXT;
-        }
-
-        break;
-
-    case PA_F_INPUT_AUDIO:
-        if (pa_oai_is(s, n, "data")) {
-            return PA_S_PART_TEXT;
-        }
-
-        break;
-
-    default:
-        break;
     }
 
     return PA_S_SKIP;
-
-#undef pa_oai_is
 }
 
 
