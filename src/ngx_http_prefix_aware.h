@@ -135,6 +135,28 @@ typedef struct ngx_http_prefix_aware_sync_s
 /* prefix_aware_sync: the other hosts a host keeps the load of */
 #define NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS      16
 
+/*
+ * the counters of the upstream's record (sync_count): "refused" counts
+ * every datagram not taken, the five after "unknown" why, of those that
+ * had the key (a datagram of another key is only "refused")
+ */
+enum {
+    NGX_HTTP_PA_SYNC_SENT = 0,
+    NGX_HTTP_PA_SYNC_SEND_ERRORS,
+    NGX_HTTP_PA_SYNC_RECEIVED,
+    NGX_HTTP_PA_SYNC_REFUSED,
+    NGX_HTTP_PA_SYNC_RECORDS,
+    NGX_HTTP_PA_SYNC_LOADS,
+    NGX_HTTP_PA_SYNC_DROPPED,
+    NGX_HTTP_PA_SYNC_UNKNOWN,
+    NGX_HTTP_PA_SYNC_REPLAYED,
+    NGX_HTTP_PA_SYNC_STALE,
+    NGX_HTTP_PA_SYNC_FULL,
+    NGX_HTTP_PA_SYNC_BUSY,
+    NGX_HTTP_PA_SYNC_MALFORMED,
+    NGX_HTTP_PA_SYNC_N
+};
+
 
 struct ngx_http_prefix_aware_shm_server_s {
     ngx_atomic_t                           inflight;
@@ -182,12 +204,23 @@ struct ngx_http_prefix_aware_shm_upstream_s {
     /* metrics=: the round's lock, and the polls made */
     ngx_atomic_t                           engine_polled;
     ngx_atomic_t                           engine_polls;
-    /* prefix_aware_sync: this host's id, the hosts heard (sync.c) */
+    /*
+     * prefix_aware_sync: this host's id and its datagrams' sequence; the
+     * hosts heard, under sync_lock (sync_hosts.c): each one's replay
+     * window and, while "live", when its load was last heard
+     */
     ngx_atomic_t                           sync_id;
+    ngx_atomic_t                           sync_seq;
     ngx_atomic_t                           sync_lock;
+    ngx_atomic_t                           sync_lock_pid;
+    ngx_atomic_t                           sync_lock_seen;
+    ngx_atomic_t                           sync_lock_since;
     ngx_atomic_t                           sync_ticked;
-    ngx_atomic_t                           sync_count[8];
-    uint64_t                   sync_host[NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS];
+    ngx_atomic_t                           sync_count[NGX_HTTP_PA_SYNC_N];
+    /* by why refused (PA_SYNC_E*): when last logged, refused since */
+    ngx_atomic_t                           sync_logged[PA_SYNC_NERRORS];
+    ngx_atomic_t                           sync_unlogged[PA_SYNC_NERRORS];
+    pa_sync_peer_t             sync_peer[NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS];
     ngx_msec_t                 sync_heard[NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS];
     ngx_uint_t                             refs;      /* configurations */
     ngx_http_prefix_aware_shm_server_t    *servers;
@@ -592,17 +625,6 @@ struct ngx_http_prefix_aware_get_s {
 #define NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_WORK 1
 #define NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_ALL  2
 
-/* the counters of the upstream's record (sync_count) */
-enum {
-    NGX_HTTP_PA_SYNC_SENT = 0,
-    NGX_HTTP_PA_SYNC_SEND_ERRORS,
-    NGX_HTTP_PA_SYNC_RECEIVED,
-    NGX_HTTP_PA_SYNC_REFUSED,
-    NGX_HTTP_PA_SYNC_RECORDS,
-    NGX_HTTP_PA_SYNC_LOADS,
-    NGX_HTTP_PA_SYNC_DROPPED,
-    NGX_HTTP_PA_SYNC_UNKNOWN
-};
 
 struct ngx_http_prefix_aware_sync_s {
     ngx_http_prefix_aware_srv_conf_t      *pacf;
@@ -611,6 +633,7 @@ struct ngx_http_prefix_aware_sync_s {
     pa_sync_key_t                          key;
     uint64_t                               upstream;
     ngx_msec_t                             interval;
+    ngx_msec_t                             skew;
     ngx_uint_t                             load;
     /* per process: servers by the hash of their name, sorted */
     uint64_t                              *by_hash;
@@ -622,7 +645,6 @@ struct ngx_http_prefix_aware_sync_s {
     size_t                       qlen[NGX_HTTP_PREFIX_AWARE_SYNC_QUEUE];
     ngx_uint_t                             nqueued;
     pa_sync_dgram_t                        cur;
-    ngx_uint_t                             warned;
 };
 
 
@@ -768,6 +790,7 @@ void ngx_http_prefix_aware_sync_record(ngx_http_prefix_aware_srv_conf_t *pacf,
     uint32_t size);
 /* ngx_http_prefix_aware_sync_hosts.c */
 void ngx_http_prefix_aware_sync_servers(ngx_http_prefix_aware_sync_t *sy);
+uint64_t ngx_http_prefix_aware_sync_wall(void);
 void ngx_http_prefix_aware_sync_receive(ngx_connection_t *c);
 void ngx_http_prefix_aware_sync_quiet(ngx_http_prefix_aware_sync_t *sy);
 void ngx_http_prefix_aware_sync_json(ngx_http_prefix_aware_srv_conf_t *pacf,

@@ -25,9 +25,15 @@
 
 
 #include "ngx_http_prefix_aware.h"
+#include "pa_time.h"
 
 
 #define NGX_HTTP_PREFIX_AWARE_SYNC_INTERVAL  20
+
+/* how far the hosts' wall clocks may be apart, ms: default, range */
+#define NGX_HTTP_PREFIX_AWARE_SYNC_SKEW      1000
+#define NGX_HTTP_PREFIX_AWARE_SYNC_SKEW_MIN  10
+#define NGX_HTTP_PREFIX_AWARE_SYNC_SKEW_MAX  60000
 
 #define NGX_HTTP_PREFIX_AWARE_SYNC_KEY_MIN   16
 #define NGX_HTTP_PREFIX_AWARE_SYNC_KEY_MAX   256
@@ -41,16 +47,19 @@ typedef struct {
 
 static ngx_int_t ngx_http_prefix_aware_sync_addr(ngx_conf_t *cf,
     ngx_str_t *value, ngx_addr_t *addr, const char *what);
+static uint64_t ngx_http_prefix_aware_sync_nonce(ngx_log_t *log);
 static void ngx_http_prefix_aware_sync_stop(void *data);
 static void ngx_http_prefix_aware_sync_flush(ngx_event_t *ev);
 static void ngx_http_prefix_aware_sync_tick(ngx_event_t *ev);
 static ngx_int_t ngx_http_prefix_aware_sync_seal(
     ngx_http_prefix_aware_sync_t *sy);
+static size_t ngx_http_prefix_aware_sync_close(
+    ngx_http_prefix_aware_sync_t *sy, pa_sync_dgram_t *d);
 
 
 /*
  * prefix_aware_sync ADDRESS:PORT key=SECRET peer=ADDRESS:PORT ...
- *                   [interval=TIME] [load=on|work|off];
+ *                   [interval=TIME] [skew=TIME] [load=on|work|off];
  */
 
 char *
@@ -86,6 +95,7 @@ ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     value = cf->args->elts;
     key = 0;
     sy->interval = NGX_CONF_UNSET_MSEC;
+    sy->skew = NGX_CONF_UNSET_MSEC;
     sy->load = NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_ALL;
 
     if (ngx_http_prefix_aware_sync_addr(cf, &value[1], &sy->listen,
@@ -165,6 +175,26 @@ ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
+        if (ngx_strncmp(value[i].data, "skew=", 5) == 0) {
+            s.data = value[i].data + 5;
+            s.len = value[i].len - 5;
+
+            sy->skew = ngx_parse_time(&s, 0);
+
+            if (sy->skew == (ngx_msec_t) NGX_ERROR
+                || sy->skew < NGX_HTTP_PREFIX_AWARE_SYNC_SKEW_MIN
+                || sy->skew > NGX_HTTP_PREFIX_AWARE_SYNC_SKEW_MAX)
+            {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid \"skew\" value \"%V\" in "
+                                   "\"prefix_aware_sync\", it must be a "
+                                   "time from 10ms to 60s", &s);
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
         if (ngx_strcmp(value[i].data, "load=on") == 0) {
             sy->load = NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_ALL;
             continue;
@@ -196,6 +226,10 @@ ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     if (sy->interval == NGX_CONF_UNSET_MSEC) {
         sy->interval = NGX_HTTP_PREFIX_AWARE_SYNC_INTERVAL;
+    }
+
+    if (sy->skew == NGX_CONF_UNSET_MSEC) {
+        sy->skew = NGX_HTTP_PREFIX_AWARE_SYNC_SKEW;
     }
 
     sy->pacf = pacf;
@@ -355,12 +389,15 @@ ngx_http_prefix_aware_sync_start(ngx_cycle_t *cycle,
             continue;
         }
 
-        /* the host's id: one per upstream record, kept over reloads */
+        /*
+         * the host's id: one per upstream record (each start of nginx),
+         * kept over reloads; from the kernel's random numbers, as two
+         * hosts started at once in containers have the same pids and
+         * times, and nginx's random() is seeded with them
+         */
 
         if (pacf[i]->shm->sync_id == 0) {
-            id = ((uint64_t) ngx_random() << 32 ^ (uint64_t) ngx_random()
-                  ^ (uint64_t) ngx_pid << 16 ^ (uint64_t) ngx_current_msec)
-                 | 1;
+            id = ngx_http_prefix_aware_sync_nonce(cycle->log) | 1;
             (void) ngx_atomic_cmp_set(&pacf[i]->shm->sync_id, 0,
                                       (ngx_atomic_uint_t) id);
         }
@@ -402,6 +439,38 @@ ngx_http_prefix_aware_sync_start(ngx_cycle_t *cycle,
 
         ngx_add_timer(&sy->tick, sy->interval);
     }
+}
+
+
+/* 64 random bits of the kernel's, or of nginx's where it has none */
+
+static uint64_t
+ngx_http_prefix_aware_sync_nonce(ngx_log_t *log)
+{
+    ssize_t    n;
+    uint64_t   id;
+    ngx_fd_t   fd;
+
+    id = 0;
+    n = -1;
+
+    fd = ngx_open_file("/dev/urandom", NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+
+    if (fd != NGX_INVALID_FILE) {
+        n = read(fd, &id, sizeof(uint64_t));
+        (void) ngx_close_file(fd);
+    }
+
+    if (n != (ssize_t) sizeof(uint64_t)) {
+        ngx_log_error(NGX_LOG_WARN, log, ngx_errno,
+                      "prefix_aware_sync: no random numbers from "
+                      "/dev/urandom, the host's id made of nginx's");
+
+        id = (uint64_t) ngx_random() << 32 ^ (uint64_t) ngx_random()
+             ^ (uint64_t) ngx_pid << 16 ^ (uint64_t) ngx_current_msec;
+    }
+
+    return id;
 }
 
 
@@ -462,8 +531,7 @@ ngx_http_prefix_aware_sync_record(ngx_http_prefix_aware_srv_conf_t *pacf,
             }
 
             pa_sync_begin(&sy->cur, sy->queue + sy->nqueued * PA_SYNC_MTU,
-                          PA_SYNC_RECORDS, pacf->shm->sync_id, sy->upstream,
-                          ngx_current_msec);
+                          PA_SYNC_RECORDS, pacf->shm->sync_id, sy->upstream);
         }
 
         if (pa_sync_put_record(&sy->cur, pacf->id_hash[server], blocks, n,
@@ -488,10 +556,29 @@ ngx_http_prefix_aware_sync_seal(ngx_http_prefix_aware_sync_t *sy)
         return NGX_DECLINED;
     }
 
-    sy->qlen[sy->nqueued++] = pa_sync_seal(&sy->cur, &sy->key);
+    sy->qlen[sy->nqueued++] = ngx_http_prefix_aware_sync_close(sy, &sy->cur);
     sy->cur.len = 0;
 
     return NGX_OK;
+}
+
+
+/*
+ * a datagram's time and number, at its sealing: the wall clock (other
+ * hosts compare it with theirs) and the next of the host's sequence,
+ * one for all its workers (the receivers' windows take the little
+ * reordering of workers sending at the ends of their turns)
+ */
+
+static size_t
+ngx_http_prefix_aware_sync_close(ngx_http_prefix_aware_sync_t *sy,
+    pa_sync_dgram_t *d)
+{
+    uint64_t  seq;
+
+    seq = (uint64_t) ngx_atomic_fetch_add(&sy->pacf->shm->sync_seq, 1) + 1;
+
+    return pa_sync_seal(d, &sy->key, ngx_http_prefix_aware_sync_wall(), seq);
 }
 
 
@@ -570,7 +657,7 @@ ngx_http_prefix_aware_sync_tick(ngx_event_t *ev)
 
     last = up->sync_ticked;
 
-    if (ngx_current_msec - last < sy->interval
+    if (pa_age(ngx_current_msec, last) < sy->interval
         || !ngx_atomic_cmp_set(&up->sync_ticked, last, ngx_current_msec))
     {
         return;
@@ -585,12 +672,13 @@ ngx_http_prefix_aware_sync_tick(ngx_event_t *ev)
     for (j = 0; j < pacf->nservers; j++) {
         if (d.len == 0) {
             if (sy->nqueued == NGX_HTTP_PREFIX_AWARE_SYNC_QUEUE) {
+                ngx_atomic_fetch_add(
+                    &up->sync_count[NGX_HTTP_PA_SYNC_DROPPED], 1);
                 break;
             }
 
             pa_sync_begin(&d, sy->queue + sy->nqueued * PA_SYNC_MTU,
-                          PA_SYNC_LOAD, up->sync_id, sy->upstream,
-                          ngx_current_msec);
+                          PA_SYNC_LOAD, up->sync_id, sy->upstream);
         }
 
         s = pacf->shm_server[j];
@@ -600,14 +688,15 @@ ngx_http_prefix_aware_sync_tick(ngx_event_t *ev)
                              s->work)
             != 0)
         {
-            sy->qlen[sy->nqueued++] = pa_sync_seal(&d, &sy->key);
+            sy->qlen[sy->nqueued++] = ngx_http_prefix_aware_sync_close(sy,
+                                                                       &d);
             d.len = 0;
             j--;
         }
     }
 
     if (d.len) {
-        sy->qlen[sy->nqueued++] = pa_sync_seal(&d, &sy->key);
+        sy->qlen[sy->nqueued++] = ngx_http_prefix_aware_sync_close(sy, &d);
     }
 
     ngx_http_prefix_aware_sync_flush(&sy->flush);

@@ -4,28 +4,42 @@
  *
  * prefix_aware_sync, what the other hosts say (the sending side is
  * ngx_http_prefix_aware_sync.c): the datagrams that arrive on the
- * upstream's UDP listening socket, checked (src/pa_sync.c) and taken:
- * records into this host's index, load reports into the upstream's
- * table of hosts (16, by the sender's id) and each server's sums of
- * their requests and work in flight; hosts gone quiet for 5 intervals
- * (100 ms at least) taken out; the figures of the status page.
+ * upstream's UDP listening socket, checked (src/pa_sync.c: the tag,
+ * then against the table of hosts, under its lock: fresh, and not taken
+ * before) and taken: records into this host's index, load reports into
+ * the table of hosts (16, by the sender's id) and each server's sums of
+ * their requests and work in flight, made again from the 16 each time;
+ * hosts gone quiet for 5 intervals (100 ms at least) taken out; the
+ * figures of the status page.
  */
 
 
 #include "ngx_http_prefix_aware.h"
+#include "pa_time.h"
 
 
 #define NGX_HTTP_PREFIX_AWARE_SYNC_HOLD      5
 #define NGX_HTTP_PREFIX_AWARE_SYNC_HOLD_MIN  100
 
+/* refusals are logged at most once in this many ms an upstream */
+#define NGX_HTTP_PREFIX_AWARE_SYNC_LOG_MS    10000
 
+/* a lock held this long (ms) by the same taking is of a lost holder */
+#define NGX_HTTP_PREFIX_AWARE_SYNC_LOCK_MS   1000
+
+
+static void ngx_http_prefix_aware_sync_refused(
+    ngx_http_prefix_aware_sync_t *sy, ngx_connection_t *c, int rc);
 static void ngx_http_prefix_aware_sync_records(
     ngx_http_prefix_aware_sync_t *sy, pa_sync_msg_t *m);
 static void ngx_http_prefix_aware_sync_load(ngx_http_prefix_aware_sync_t *sy,
-    pa_sync_msg_t *m);
+    pa_sync_msg_t *m, ngx_uint_t h);
+static void ngx_http_prefix_aware_sync_sum(ngx_http_prefix_aware_shm_server_t *s);
 static void ngx_http_prefix_aware_sync_expire(
     ngx_http_prefix_aware_sync_t *sy, ngx_uint_t h);
 static ngx_int_t ngx_http_prefix_aware_sync_lock(
+    ngx_http_prefix_aware_shm_upstream_t *up);
+static void ngx_http_prefix_aware_sync_unlock(
     ngx_http_prefix_aware_shm_upstream_t *up);
 static ngx_int_t ngx_http_prefix_aware_sync_server(
     ngx_http_prefix_aware_sync_t *sy, uint64_t hash);
@@ -101,12 +115,31 @@ ngx_http_prefix_aware_sync_server(ngx_http_prefix_aware_sync_t *sy,
 }
 
 
-/* a datagram from a peer, read by whichever worker the kernel woke */
+/* the wall clock in milliseconds, as this worker last read it */
+
+uint64_t
+ngx_http_prefix_aware_sync_wall(void)
+{
+    ngx_time_t  *tp;
+
+    tp = ngx_timeofday();
+
+    return (uint64_t) tp->sec * 1000 + tp->msec;
+}
+
+
+/*
+ * a datagram from a peer, read by whichever worker the kernel woke: the
+ * tag first (no lock), then under the lock of the table of hosts whether
+ * it is fresh and new, and a load report taken; records go to the index,
+ * which has locks of its own
+ */
 
 void
 ngx_http_prefix_aware_sync_receive(ngx_connection_t *c)
 {
     int                                    rc;
+    unsigned                               slot;
     ngx_buf_t                             *b;
     ngx_pool_t                            *pool;
     pa_sync_msg_t                          m;
@@ -124,18 +157,7 @@ ngx_http_prefix_aware_sync_receive(ngx_connection_t *c)
     rc = pa_sync_open(&m, b->pos, b->last - b->pos, &sy->key, sy->upstream);
 
     if (rc != PA_SYNC_OK) {
-        ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_REFUSED], 1);
-
-        if (!(sy->warned & (1 << rc))) {
-            sy->warned |= 1 << rc;
-            ngx_log_error(NGX_LOG_WARN, c->log, 0,
-                          "prefix_aware_sync of upstream \"%V\": a datagram "
-                          "from %V refused: %s (logged once a worker, "
-                          "a reason)",
-                          &sy->pacf->upstream->host, &c->addr_text,
-                          pa_sync_error(rc));
-        }
-
+        ngx_http_prefix_aware_sync_refused(sy, c, rc);
         goto done;
     }
 
@@ -143,13 +165,30 @@ ngx_http_prefix_aware_sync_receive(ngx_connection_t *c)
         goto done;                              /* this host's own */
     }
 
+    if (ngx_http_prefix_aware_sync_lock(up) != NGX_OK) {
+        ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_REFUSED], 1);
+        ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_BUSY], 1);
+        goto done;
+    }
+
+    rc = pa_sync_admit(up->sync_peer, NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS, &m,
+                       ngx_http_prefix_aware_sync_wall(), sy->skew, &slot);
+
+    if (rc == PA_SYNC_OK && m.type == PA_SYNC_LOAD) {
+        ngx_http_prefix_aware_sync_load(sy, &m, slot);
+    }
+
+    ngx_http_prefix_aware_sync_unlock(up);
+
+    if (rc != PA_SYNC_OK) {
+        ngx_http_prefix_aware_sync_refused(sy, c, rc);
+        goto done;
+    }
+
     ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_RECEIVED], 1);
 
     if (m.type == PA_SYNC_RECORDS) {
         ngx_http_prefix_aware_sync_records(sy, &m);
-
-    } else {
-        ngx_http_prefix_aware_sync_load(sy, &m);
     }
 
 done:
@@ -166,12 +205,78 @@ done:
 }
 
 
+/*
+ * a datagram not taken: counted by why, and logged at most once in 10 s
+ * an upstream and a reason (by whichever worker's turn it is), with how
+ * many were refused for it since the last message: an attack that starts
+ * later, or from elsewhere, is seen
+ */
+
+static void
+ngx_http_prefix_aware_sync_refused(ngx_http_prefix_aware_sync_t *sy,
+    ngx_connection_t *c, int rc)
+{
+    ngx_uint_t                             k;
+    ngx_msec_t                             now;
+    ngx_atomic_uint_t                      last, more;
+    ngx_http_prefix_aware_shm_upstream_t  *up;
+
+    up = sy->pacf->shm;
+
+    ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_REFUSED], 1);
+
+    switch (rc) {
+    case PA_SYNC_EREPLAY:
+        k = NGX_HTTP_PA_SYNC_REPLAYED;
+        break;
+    case PA_SYNC_ESTALE:
+        k = NGX_HTTP_PA_SYNC_STALE;
+        break;
+    case PA_SYNC_EFULL:
+        k = NGX_HTTP_PA_SYNC_FULL;
+        break;
+    default:
+        k = NGX_HTTP_PA_SYNC_N;
+    }
+
+    if (k != NGX_HTTP_PA_SYNC_N) {
+        ngx_atomic_fetch_add(&up->sync_count[k], 1);
+    }
+
+    if (rc < 0 || rc >= PA_SYNC_NERRORS) {
+        return;
+    }
+
+    now = ngx_current_msec ? ngx_current_msec : 1;
+    last = up->sync_logged[rc];
+
+    if ((last && !pa_older(now, last, NGX_HTTP_PREFIX_AWARE_SYNC_LOG_MS))
+        || !ngx_atomic_cmp_set(&up->sync_logged[rc], last, now))
+    {
+        ngx_atomic_fetch_add(&up->sync_unlogged[rc], 1);
+        return;
+    }
+
+    more = up->sync_unlogged[rc];
+    (void) ngx_atomic_fetch_add(&up->sync_unlogged[rc], -more);
+
+    ngx_log_error(NGX_LOG_WARN, c->log, 0,
+                  "prefix_aware_sync of upstream \"%V\": a datagram from %V "
+                  "refused: %s; %uA more refused for it since the last "
+                  "message (one in %d s at most)",
+                  &sy->pacf->upstream->host, &c->addr_text,
+                  pa_sync_error(rc), more,
+                  NGX_HTTP_PREFIX_AWARE_SYNC_LOG_MS / 1000);
+}
+
+
 /* another host's records: into this host's index, as its own would go */
 
 static void
 ngx_http_prefix_aware_sync_records(ngx_http_prefix_aware_sync_t *sy,
     pa_sync_msg_t *m)
 {
+    int                                rc;
     ngx_int_t                          k;
     ngx_uint_t                         server, records;
     uint64_t                           hashes[PA_SYNC_MAX_HASHES];
@@ -181,7 +286,7 @@ ngx_http_prefix_aware_sync_records(ngx_http_prefix_aware_sync_t *sy,
     pacf = sy->pacf;
     records = 0;
 
-    while (pa_sync_next_record(m, &r, hashes) == 1) {
+    while ((rc = pa_sync_next_record(m, &r, hashes)) == 1) {
         k = ngx_http_prefix_aware_sync_server(sy, r.server);
 
         if (k < 0) {
@@ -205,24 +310,30 @@ ngx_http_prefix_aware_sync_records(ngx_http_prefix_aware_sync_t *sy,
         records++;
     }
 
+    if (rc < 0) {
+        ngx_atomic_fetch_add(
+            &pacf->shm->sync_count[NGX_HTTP_PA_SYNC_MALFORMED], 1);
+    }
+
     ngx_atomic_fetch_add(&pacf->shm->sync_count[NGX_HTTP_PA_SYNC_RECORDS],
                          records);
 }
 
 
 /*
- * another host's load: kept by host in each server's record (the place
- * of the host in the upstream's table of hosts), and summed in
- * sync_inflight and sync_work, which the choice reads
+ * another host's load, under the table's lock, its place "h" in the
+ * table: kept by host in each server's record, and each server's sums,
+ * sync_inflight and sync_work, which the choice reads, made again from
+ * the 16 hosts' values (a sum kept by deltas would keep for ever what a
+ * worker killed between the two writes left)
  */
 
 static void
 ngx_http_prefix_aware_sync_load(ngx_http_prefix_aware_sync_t *sy,
-    pa_sync_msg_t *m)
+    pa_sync_msg_t *m, ngx_uint_t h)
 {
+    int                                    rc;
     ngx_int_t                              k;
-    ngx_uint_t                             h, free;
-    ngx_atomic_int_t                       in, work;
     pa_sync_load_t                         l;
     ngx_http_prefix_aware_srv_conf_t      *pacf;
     ngx_http_prefix_aware_shm_server_t    *s;
@@ -231,39 +342,10 @@ ngx_http_prefix_aware_sync_load(ngx_http_prefix_aware_sync_t *sy,
     pacf = sy->pacf;
     up = pacf->shm;
 
-    if (ngx_http_prefix_aware_sync_lock(up) != NGX_OK) {
-        ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_DROPPED], 1);
-        return;
-    }
-
-    free = NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS;
-
-    for (h = 0; h < NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS; h++) {
-        if (up->sync_host[h] == m->sender) {
-            break;
-        }
-
-        if (up->sync_host[h] == 0 && free == NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS)
-        {
-            free = h;
-        }
-    }
-
-    if (h == NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS) {
-        if (free == NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS) {
-            ngx_unlock(&up->sync_lock);
-            ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_DROPPED],
-                                 1);
-            return;
-        }
-
-        h = free;
-        up->sync_host[h] = m->sender;
-    }
-
+    up->sync_peer[h].live = 1;
     up->sync_heard[h] = ngx_current_msec;
 
-    while (pa_sync_next_load(m, &l) == 1) {
+    while ((rc = pa_sync_next_load(m, &l)) == 1) {
         k = ngx_http_prefix_aware_sync_server(sy, l.server);
 
         if (k < 0) {
@@ -274,24 +356,47 @@ ngx_http_prefix_aware_sync_load(ngx_http_prefix_aware_sync_t *sy,
 
         s = pacf->shm_server[sy->by_server[k]];
 
-        in = (ngx_atomic_int_t) ngx_min(l.inflight, NGX_MAX_INT32_VALUE);
-        work = (ngx_atomic_int_t) ngx_min(l.work, NGX_MAX_INT32_VALUE);
+        s->sync_host_inflight[h] = (int32_t) ngx_min(l.inflight,
+                                                     NGX_MAX_INT32_VALUE);
+        s->sync_host_work[h] = (int32_t) ngx_min(l.work,
+                                                 NGX_MAX_INT32_VALUE);
 
-        ngx_atomic_fetch_add(&s->sync_inflight,
-                             in - s->sync_host_inflight[h]);
-        ngx_atomic_fetch_add(&s->sync_work, work - s->sync_host_work[h]);
-
-        s->sync_host_inflight[h] = (int32_t) in;
-        s->sync_host_work[h] = (int32_t) work;
+        ngx_http_prefix_aware_sync_sum(s);
     }
 
-    ngx_unlock(&up->sync_lock);
+    if (rc < 0) {
+        ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_MALFORMED], 1);
+    }
 
     ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_LOADS], 1);
 }
 
 
-/* every tick: hosts gone quiet no longer count */
+/* a server's other hosts' sums, from the 16 values: 16 x 2^31 fits */
+
+static void
+ngx_http_prefix_aware_sync_sum(ngx_http_prefix_aware_shm_server_t *s)
+{
+    ngx_uint_t  h;
+    int64_t     in, work;
+
+    in = 0;
+    work = 0;
+
+    for (h = 0; h < NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS; h++) {
+        in += ngx_max(s->sync_host_inflight[h], 0);
+        work += ngx_max(s->sync_host_work[h], 0);
+    }
+
+    s->sync_inflight = (ngx_atomic_uint_t) in;
+    s->sync_work = (ngx_atomic_uint_t) work;
+}
+
+
+/*
+ * every tick: hosts gone quiet no longer count; their places keep their
+ * replay windows until pa_sync_admit() gives them to new senders
+ */
 
 void
 ngx_http_prefix_aware_sync_quiet(ngx_http_prefix_aware_sync_t *sy)
@@ -305,17 +410,17 @@ ngx_http_prefix_aware_sync_quiet(ngx_http_prefix_aware_sync_t *sy)
                    NGX_HTTP_PREFIX_AWARE_SYNC_HOLD_MIN);
 
     for (h = 0; h < NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS; h++) {
-        if (up->sync_host[h]
-            && ngx_current_msec - up->sync_heard[h] > hold
+        if (up->sync_peer[h].live
+            && pa_older(ngx_current_msec, up->sync_heard[h], hold)
             && ngx_http_prefix_aware_sync_lock(up) == NGX_OK)
         {
-            if (up->sync_host[h]
-                && ngx_current_msec - up->sync_heard[h] > hold)
+            if (up->sync_peer[h].live
+                && pa_older(ngx_current_msec, up->sync_heard[h], hold))
             {
                 ngx_http_prefix_aware_sync_expire(sy, h);
             }
 
-            ngx_unlock(&up->sync_lock);
+            ngx_http_prefix_aware_sync_unlock(up);
         }
     }
 }
@@ -336,46 +441,89 @@ ngx_http_prefix_aware_sync_expire(ngx_http_prefix_aware_sync_t *sy,
     for (j = 0; j < pacf->nservers; j++) {
         s = pacf->shm_server[j];
 
-        ngx_atomic_fetch_add(&s->sync_inflight, -s->sync_host_inflight[h]);
-        ngx_atomic_fetch_add(&s->sync_work, -s->sync_host_work[h]);
-
         s->sync_host_inflight[h] = 0;
         s->sync_host_work[h] = 0;
+
+        ngx_http_prefix_aware_sync_sum(s);
     }
 
-    pacf->shm->sync_host[h] = 0;
+    pacf->shm->sync_peer[h].live = 0;
 }
 
 
 /*
- * the table of hosts' lock: a try, a short spin, and taken over from a
- * process that no longer exists; NGX_BUSY if not taken
+ * the table of hosts' lock, as the index's buckets are locked: a word
+ * that is odd while held and moves by one at each taking and giving
+ * back (the holder's generation), and the holder's pid beside it.  a
+ * try and a short spin; then, if the same taking still holds it, taken
+ * over in one compare-and-swap when its holder is gone (kill() once, not
+ * at each spin), or when the same taking was seen holding it a second
+ * ago (a pid used again by another process; nothing is held that long:
+ * no call under the lock blocks).  NGX_BUSY if not taken
  */
 
 static ngx_int_t
 ngx_http_prefix_aware_sync_lock(ngx_http_prefix_aware_shm_upstream_t *up)
 {
     ngx_uint_t         i;
-    ngx_atomic_uint_t  owner;
+    ngx_pid_t          pid;
+    ngx_atomic_uint_t  w;
 
     for (i = 0; i < 1024; i++) {
-        owner = up->sync_lock;
+        w = up->sync_lock;
 
-        if (owner == 0) {
-            if (ngx_atomic_cmp_set(&up->sync_lock, 0, ngx_pid)) {
-                return NGX_OK;
-            }
-
-        } else if (kill((ngx_pid_t) owner, 0) == -1 && ngx_errno == ESRCH) {
-            if (ngx_atomic_cmp_set(&up->sync_lock, owner, ngx_pid)) {
-                return NGX_OK;
-            }
+        if ((w & 1) == 0 && ngx_atomic_cmp_set(&up->sync_lock, w, w + 1)) {
+            up->sync_lock_pid = ngx_pid;
+            return NGX_OK;
         }
 
         ngx_cpu_pause();
     }
 
-    return NGX_BUSY;
+    w = up->sync_lock;
+
+    if ((w & 1) == 0) {
+        return NGX_BUSY;
+    }
+
+    pid = (ngx_pid_t) up->sync_lock_pid;
+
+    if (up->sync_lock_seen != w) {
+        up->sync_lock_seen = w;
+        up->sync_lock_since = ngx_current_msec;
+
+        if (pid == 0 || pid == ngx_pid || kill(pid, 0) == 0
+            || ngx_errno != NGX_ESRCH)
+        {
+            return NGX_BUSY;
+        }
+
+    } else if (!pa_older(ngx_current_msec, up->sync_lock_since,
+                         NGX_HTTP_PREFIX_AWARE_SYNC_LOCK_MS))
+    {
+        return NGX_BUSY;
+    }
+
+    if (!ngx_atomic_cmp_set(&up->sync_lock, w, w + 2)) {
+        return NGX_BUSY;
+    }
+
+    up->sync_lock_pid = ngx_pid;
+
+    ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                  "prefix_aware_sync: the table of hosts' lock taken over "
+                  "from process %P", pid);
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_prefix_aware_sync_unlock(ngx_http_prefix_aware_shm_upstream_t *up)
+{
+    up->sync_lock_pid = 0;
+    ngx_memory_barrier();
+    (void) ngx_atomic_fetch_add(&up->sync_lock, 1);
 }
 
 
@@ -389,7 +537,7 @@ ngx_http_prefix_aware_sync_hosts(ngx_http_prefix_aware_shm_upstream_t *up)
     hosts = 0;
 
     for (h = 0; h < NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS; h++) {
-        hosts += (up->sync_host[h] != 0);
+        hosts += (up->sync_peer[h].live != 0);
     }
 
     return hosts;
@@ -402,7 +550,7 @@ void
 ngx_http_prefix_aware_sync_json(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_http_prefix_aware_writer_t *w)
 {
-    ngx_uint_t                             hosts;
+    ngx_uint_t                             h, hosts, senders;
     ngx_atomic_t                          *n;
     ngx_http_prefix_aware_sync_t          *sy;
     ngx_http_prefix_aware_shm_upstream_t  *up;
@@ -415,20 +563,32 @@ ngx_http_prefix_aware_sync_json(ngx_http_prefix_aware_srv_conf_t *pacf,
     }
 
     hosts = ngx_http_prefix_aware_sync_hosts(up);
+    senders = 0;
+
+    for (h = 0; h < NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS; h++) {
+        senders += (up->sync_peer[h].sender != 0);
+    }
 
     n = up->sync_count;
 
     ngx_http_prefix_aware_printf(w,
         "      \"sync\": { \"listen\": \"%V\", \"peers\": %ui, "
-        "\"hosts\": %ui, \"interval_ms\": %M, \"load\": \"%s\", "
+        "\"hosts\": %ui, \"senders\": %ui, \"interval_ms\": %M, "
+        "\"skew_ms\": %M, \"load\": \"%s\", "
         "\"sent\": %uA, \"send_errors\": %uA, \"received\": %uA, "
-        "\"refused\": %uA, \"records\": %uA, \"loads\": %uA, "
+        "\"refused\": %uA, \"replayed\": %uA, \"stale\": %uA, "
+        "\"full\": %uA, \"busy\": %uA, \"malformed\": %uA, "
+        "\"records\": %uA, \"loads\": %uA, "
         "\"dropped\": %uA, \"unknown\": %uA },\n",
-        &sy->listen.name, sy->peers.nelts, hosts, sy->interval,
+        &sy->listen.name, sy->peers.nelts, hosts, senders, sy->interval,
+        sy->skew,
         sy->load == NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_ALL ? "on"
         : sy->load == NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_WORK ? "work" : "off",
         n[NGX_HTTP_PA_SYNC_SENT], n[NGX_HTTP_PA_SYNC_SEND_ERRORS],
         n[NGX_HTTP_PA_SYNC_RECEIVED], n[NGX_HTTP_PA_SYNC_REFUSED],
+        n[NGX_HTTP_PA_SYNC_REPLAYED], n[NGX_HTTP_PA_SYNC_STALE],
+        n[NGX_HTTP_PA_SYNC_FULL], n[NGX_HTTP_PA_SYNC_BUSY],
+        n[NGX_HTTP_PA_SYNC_MALFORMED],
         n[NGX_HTTP_PA_SYNC_RECORDS], n[NGX_HTTP_PA_SYNC_LOADS],
         n[NGX_HTTP_PA_SYNC_DROPPED], n[NGX_HTTP_PA_SYNC_UNKNOWN]);
 }
@@ -458,7 +618,8 @@ ngx_http_prefix_aware_sync_json_server(ngx_http_prefix_aware_srv_conf_t *pacf,
 
 static const char  *ngx_http_prefix_aware_sync_names[] = {
     "sent", "send_error", "received", "refused", "record", "load",
-    "dropped", "unknown_server"
+    "dropped", "unknown_server", "replayed", "stale", "full", "busy",
+    "malformed"
 };
 
 
@@ -487,7 +648,8 @@ ngx_http_prefix_aware_sync_prometheus(
 
     ngx_http_prefix_aware_family(w, "sync_datagrams_total", "counter",
         "Datagrams of prefix_aware_sync by what became of them (sent, "
-        "received, refused), and entries (record, load, unknown_server)");
+        "received, refused; of the refused: replayed, stale, full, busy), "
+        "and entries (record, load, unknown_server, malformed)");
 
     for (i = 0; i < pamcf->upstreams.nelts; i++) {
         c = pacf[i];
@@ -496,7 +658,7 @@ ngx_http_prefix_aware_sync_prometheus(
             continue;
         }
 
-        for (k = 0; k < 8; k++) {
+        for (k = 0; k < NGX_HTTP_PA_SYNC_N; k++) {
             ngx_http_prefix_aware_printf(w,
                 "nginx_prefix_aware_sync_datagrams_total{upstream=\"%V\","
                 "kind=\"%s\"} %uA\n", &label[i][0],

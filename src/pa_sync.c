@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "pa_sync.h"
+#include "pa_time.h"
 #include "pa_xxhash.h"
 
 
@@ -133,7 +134,7 @@ pa_sync_key(pa_sync_key_t *key, const void *secret, size_t len)
 
 void
 pa_sync_begin(pa_sync_dgram_t *d, unsigned char *buf, int type,
-    uint64_t sender, uint64_t upstream, uint64_t sent)
+    uint64_t sender, uint64_t upstream)
 {
     d->buf = buf;
     d->type = type;
@@ -145,7 +146,8 @@ pa_sync_begin(pa_sync_dgram_t *d, unsigned char *buf, int type,
     pa_put16(buf + 6, 0);
     pa_put64(buf + 8, sender);
     pa_put64(buf + 16, upstream);
-    pa_put64(buf + 24, sent);
+    pa_put64(buf + 24, 0);
+    pa_put64(buf + 32, 0);
 
     d->len = PA_SYNC_HEAD;
 }
@@ -234,9 +236,12 @@ pa_sync_put_load(pa_sync_dgram_t *d, uint64_t server, uint32_t inflight,
 
 
 size_t
-pa_sync_seal(pa_sync_dgram_t *d, const pa_sync_key_t *key)
+pa_sync_seal(pa_sync_dgram_t *d, const pa_sync_key_t *key, uint64_t sent,
+    uint64_t seq)
 {
     pa_put16(d->buf + 6, d->count);
+    pa_put64(d->buf + 24, sent);
+    pa_put64(d->buf + 32, seq);
     pa_put64(d->buf + d->len, pa_siphash(key, d->buf, d->len));
 
     return d->len + PA_SYNC_TAG;
@@ -277,6 +282,7 @@ pa_sync_open(pa_sync_msg_t *m, const unsigned char *p, size_t len,
     m->sender = pa_get64(p + 8);
     m->upstream = pa_get64(p + 16);
     m->sent = pa_get64(p + 24);
+    m->seq = pa_get64(p + 32);
     m->p = p + PA_SYNC_HEAD;
     m->end = p + len - PA_SYNC_TAG;
 
@@ -284,6 +290,119 @@ pa_sync_open(pa_sync_msg_t *m, const unsigned char *p, size_t len,
         return PA_SYNC_EUPSTREAM;
     }
 
+    if (m->sender == 0) {
+        return PA_SYNC_ETYPE;                   /* 0 is a free place */
+    }
+
+    return PA_SYNC_OK;
+}
+
+
+/*
+ * the window of a sender: bit i of seen[] is seq "top - i"; a higher seq
+ * moves it by the difference
+ */
+
+static void
+pa_sync_shift(pa_sync_peer_t *p, uint64_t by)
+{
+    unsigned  i, words, bits, n;
+
+    n = PA_SYNC_WINDOW / 64;
+
+    if (by >= PA_SYNC_WINDOW) {
+        memset(p->seen, 0, sizeof(p->seen));
+        return;
+    }
+
+    words = (unsigned) (by / 64);
+    bits = (unsigned) (by % 64);
+
+    for (i = n; i-- > 0; /* void */) {
+        p->seen[i] = (i >= words) ? p->seen[i - words] : 0;
+    }
+
+    if (bits) {
+        for (i = n; i-- > 0; /* void */) {
+            p->seen[i] = (p->seen[i] << bits)
+                         | ((i > 0) ? p->seen[i - 1] >> (64 - bits) : 0);
+        }
+    }
+}
+
+
+int
+pa_sync_admit(pa_sync_peer_t *table, unsigned n, const pa_sync_msg_t *m,
+    uint64_t wall, uint64_t skew, unsigned *slot)
+{
+    unsigned         i, free;
+    uint64_t         d;
+    pa_sync_peer_t  *p;
+
+    /* sent "skew" or more before this clock, or after it */
+
+    if (pa_age(wall, m->sent) > skew || pa_age(m->sent, wall) > skew) {
+        return PA_SYNC_ESTALE;
+    }
+
+    free = n;
+
+    for (i = 0; i < n; i++) {
+        p = &table[i];
+
+        if (p->sender == m->sender) {
+            break;
+        }
+
+        if (free == n
+            && (p->sender == 0
+                || (!p->live && pa_age(wall, p->sent) > skew)))
+        {
+            free = i;
+        }
+    }
+
+    if (i < n) {
+        p = &table[i];
+
+        if (m->seq > p->top) {
+            pa_sync_shift(p, m->seq - p->top);
+            p->top = m->seq;
+            p->seen[0] |= 1;
+
+        } else {
+            d = p->top - m->seq;
+
+            if (d >= PA_SYNC_WINDOW
+                || (p->seen[d / 64] & ((uint64_t) 1 << (d % 64))))
+            {
+                return PA_SYNC_EREPLAY;
+            }
+
+            p->seen[d / 64] |= (uint64_t) 1 << (d % 64);
+        }
+
+        if (m->sent > p->sent) {
+            p->sent = m->sent;
+        }
+
+        *slot = i;
+        return PA_SYNC_OK;
+    }
+
+    if (free == n) {
+        return PA_SYNC_EFULL;
+    }
+
+    p = &table[free];
+
+    memset(p, 0, sizeof(pa_sync_peer_t));
+    p->sender = m->sender;
+    p->top = m->seq;
+    p->seen[0] = 1;
+    p->sent = m->sent;
+
+    *slot = free;
     return PA_SYNC_OK;
 }
 
@@ -367,6 +486,12 @@ pa_sync_error(int rc)
         return "version";
     case PA_SYNC_EUPSTREAM:
         return "another upstream";
+    case PA_SYNC_ESTALE:
+        return "stale (sent more than \"skew\" from this host's clock)";
+    case PA_SYNC_EREPLAY:
+        return "replayed";
+    case PA_SYNC_EFULL:
+        return "a new sender and the table of hosts full";
     default:
         return "type";
     }

@@ -209,6 +209,43 @@ GET /t
     location /st { prefix_aware_status; }
 --- request
 GET /st
---- response_body_like: "sync": \{ "listen": "127.0.0.1:1991", "peers": 1, "hosts": 0, "interval_ms": 5, "load": "work",
+--- response_body_like: "sync": \{ "listen": "127.0.0.1:1991", "peers": 1, "hosts": 0, "senders": 0, "interval_ms": 5, "skew_ms": 1000, "load": "work",
+--- no_error_log
+[alert]
+
+
+
+=== TEST 12: skew out of its range
+--- http_config
+    upstream up {
+        prefix_aware;
+        prefix_aware_sync 127.0.0.1:1991 key=1234567890123456
+                          peer=127.0.0.1:1992 skew=5ms;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "skew" value "5ms" in "prefix_aware_sync", it must be a time from 10ms to 60s
+
+
+
+=== TEST 13: skew as set shows on the status page
+--- http_config
+    upstream up {
+        prefix_aware;
+        prefix_aware_sync 127.0.0.1:1991 key=1234567890123456
+                          peer=127.0.0.1:1992 skew=250ms;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+    location /st { prefix_aware_status; }
+--- request
+GET /st
+--- response_body_like: "skew_ms": 250,
 --- no_error_log
 [alert]

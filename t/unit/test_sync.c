@@ -65,19 +65,19 @@ test_records(void)
 
     /* two small records in one datagram */
 
-    pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 77, 99, 123456);
+    pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 77, 99);
     from = 0;
     CHECK(pa_sync_put_record(&d, 5, hashes, 3, 1, 40, &from) == 1);
     CHECK(from == 3);
     from = 0;
     CHECK(pa_sync_put_record(&d, 6, hashes + 10, 2, 0, 2, &from) == 1);
-    len = pa_sync_seal(&d, &key);
+    len = pa_sync_seal(&d, &key, 123456, 42);
     CHECK(len == PA_SYNC_HEAD + 2 * PA_SYNC_RECORD_HEAD + 5 * 8
                  + PA_SYNC_TAG);
 
     CHECK(pa_sync_open(&m, buf, len, &key, 99) == PA_SYNC_OK);
     CHECK(m.type == PA_SYNC_RECORDS && m.count == 2);
-    CHECK(m.sender == 77 && m.sent == 123456);
+    CHECK(m.sender == 77 && m.sent == 123456 && m.seq == 42);
 
     CHECK(pa_sync_next_record(&m, &r, got) == 1);
     CHECK(r.server == 5 && r.n == 3 && r.cached == 1 && r.size == 40);
@@ -108,10 +108,10 @@ test_records(void)
     n = 0;
 
     while (more) {
-        pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 1, 2, 3);
+        pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 1, 2);
         rc = pa_sync_put_record(&d, 42, hashes, 1000, 300, 5000, &from);
         more = (rc == 0);
-        len = pa_sync_seal(&d, &key);
+        len = pa_sync_seal(&d, &key, 3, 1);
         CHECK(len <= PA_SYNC_MTU);
 
         CHECK(pa_sync_open(&m, buf, len, &key, 2) == PA_SYNC_OK);
@@ -132,7 +132,7 @@ test_records(void)
 
     /* a full datagram takes no more */
 
-    pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 1, 2, 3);
+    pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 1, 2);
     from = 0;
     CHECK(pa_sync_put_record(&d, 42, hashes, 1000, 0, 1000, &from) == 0);
     CHECK(from == PA_SYNC_MAX_HASHES);
@@ -154,7 +154,7 @@ test_load(void)
 
     pa_sync_key(&key, "k", 1);
 
-    pa_sync_begin(&d, buf, PA_SYNC_LOAD, 8, 9, 10);
+    pa_sync_begin(&d, buf, PA_SYNC_LOAD, 8, 9);
 
     for (i = 0; pa_sync_put_load(&d, 1000 + i, i, 100000ULL * i) == 0; i++) {
         /* void */
@@ -163,7 +163,7 @@ test_load(void)
     CHECK(i == (PA_SYNC_MTU - PA_SYNC_HEAD - PA_SYNC_TAG)
                / PA_SYNC_LOAD_SIZE);
 
-    len = pa_sync_seal(&d, &key);
+    len = pa_sync_seal(&d, &key, 3, 1);
     CHECK(pa_sync_open(&m, buf, len, &key, 9) == PA_SYNC_OK);
     CHECK(m.type == PA_SYNC_LOAD && (int) m.count == i);
 
@@ -189,10 +189,10 @@ test_refused(void)
     pa_sync_key(&key, "secret one", 10);
     pa_sync_key(&other, "secret two", 10);
 
-    pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 1, 2, 3);
+    pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 1, 2);
     from = 0;
     (void) pa_sync_put_record(&d, 7, hashes, 4, 0, 4, &from);
-    len = pa_sync_seal(&d, &key);
+    len = pa_sync_seal(&d, &key, 3, 1);
 
     CHECK(pa_sync_open(&m, buf, len, &key, 2) == PA_SYNC_OK);
     CHECK(pa_sync_open(&m, buf, len, &other, 2) == PA_SYNC_ETAG);
@@ -220,30 +220,30 @@ test_refused(void)
      * entry longer than what is left: read up to there, not past it
      */
 
-    pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 1, 2, 3);
+    pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 1, 2);
     from = 0;
     (void) pa_sync_put_record(&d, 7, hashes, 4, 0, 4, &from);
     d.count = 2;
-    len = pa_sync_seal(&d, &key);
+    len = pa_sync_seal(&d, &key, 3, 1);
     CHECK(pa_sync_open(&m, buf, len, &key, 2) == PA_SYNC_OK);
     CHECK(pa_sync_next_record(&m, &r, got) == 1);
     CHECK(pa_sync_next_record(&m, &r, got) == -1);
 
-    pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 1, 2, 3);
+    pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 1, 2);
     from = 0;
     (void) pa_sync_put_record(&d, 7, hashes, 4, 0, 4, &from);
     d.len -= 8;                         /* the last hash cut off */
-    len = pa_sync_seal(&d, &key);
+    len = pa_sync_seal(&d, &key, 3, 1);
     CHECK(pa_sync_open(&m, buf, len, &key, 2) == PA_SYNC_OK);
     CHECK(pa_sync_next_record(&m, &r, got) == -1);
 
     /* cached > n, size < n */
 
-    pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 1, 2, 3);
+    pa_sync_begin(&d, buf, PA_SYNC_RECORDS, 1, 2);
     from = 0;
     (void) pa_sync_put_record(&d, 7, hashes, 4, 0, 4, &from);
     buf[PA_SYNC_HEAD + 10] = 5;
-    len = pa_sync_seal(&d, &key);
+    len = pa_sync_seal(&d, &key, 3, 1);
     CHECK(pa_sync_open(&m, buf, len, &key, 2) == PA_SYNC_OK);
     CHECK(pa_sync_next_record(&m, &r, got) == -1);
 
@@ -251,9 +251,158 @@ test_refused(void)
 }
 
 
+/* a datagram of "sender" with "seq", "sent", opened */
+
+static void
+msg(pa_sync_msg_t *m, uint64_t sender, uint64_t seq, uint64_t sent)
+{
+    size_t           len;
+    unsigned char    buf[PA_SYNC_MTU];
+    pa_sync_key_t    key;
+    pa_sync_dgram_t  d;
+
+    pa_sync_key(&key, "k", 1);
+    pa_sync_begin(&d, buf, PA_SYNC_LOAD, sender, 9);
+    (void) pa_sync_put_load(&d, 1, 2, 3);
+    len = pa_sync_seal(&d, &key, sent, seq);
+
+    if (pa_sync_open(m, buf, len, &key, 9) != PA_SYNC_OK) {
+        CHECK(0);
+    }
+}
+
+
+/*
+ * replays (the review's items 1-3): a datagram taken once is refused
+ * again; so is one older than the window, or sent more than "skew" from
+ * the receiver's clock; reordering within the window is taken; a new
+ * sender takes a free place, or one whose datagrams are all stale, never
+ * a live sender's
+ */
+
+static void
+test_admit(void)
+{
+    unsigned        i, slot;
+    uint64_t        wall, seq;
+    pa_sync_msg_t   m;
+    pa_sync_peer_t  t[4];
+
+    memset(t, 0, sizeof(t));
+    wall = 1700000000000ULL;
+
+    msg(&m, 11, 1, wall);
+    CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_OK);
+    CHECK(slot == 0 && t[0].sender == 11 && t[0].top == 1);
+
+    /* the same datagram again, 400 times: each refused */
+
+    for (i = 0; i < 400; i++) {
+        if (pa_sync_admit(t, 4, &m, wall + i, 1000, &slot)
+            != PA_SYNC_EREPLAY)
+        {
+            break;
+        }
+    }
+
+    CHECK(i == 400);
+
+    /* later ones, out of order within the window: each taken once */
+
+    for (seq = 300; seq >= 2; seq--) {
+        msg(&m, 11, seq, wall);
+        CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot)
+              == ((300 - seq < PA_SYNC_WINDOW) ? PA_SYNC_OK
+                                                 : PA_SYNC_EREPLAY));
+    }
+
+    CHECK(t[0].top == 300);
+
+    for (seq = 300; seq > 300 - PA_SYNC_WINDOW; seq--) {
+        msg(&m, 11, seq, wall);
+        CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot)
+              == PA_SYNC_EREPLAY);
+    }
+
+    /* a jump past the window forgets it; the one just below is new */
+
+    msg(&m, 11, 1000, wall);
+    CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_OK);
+    msg(&m, 11, 999, wall);
+    CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_OK);
+    msg(&m, 11, 1000 - PA_SYNC_WINDOW, wall);
+    CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_EREPLAY);
+
+    /* a shift of a number of bits not a multiple of 64 keeps the bits */
+
+    msg(&m, 11, 1070, wall);
+    CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_OK);
+    msg(&m, 11, 999, wall);
+    CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_EREPLAY);
+    msg(&m, 11, 998, wall);
+    CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_OK);
+
+    /* the clock: 1,000 ms either way is fresh, more is not */
+
+    msg(&m, 11, 2000, wall - 1000);
+    CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_OK);
+    msg(&m, 11, 2001, wall + 1000);
+    CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_OK);
+    msg(&m, 11, 2002, wall - 1001);
+    CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_ESTALE);
+    msg(&m, 11, 2003, wall + 1001);
+    CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_ESTALE);
+
+    /* a new sender never heard: stale is refused before it takes a place */
+
+    msg(&m, 99, 1, wall - 5000);
+    CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_ESTALE);
+    CHECK(t[1].sender == 0);
+
+    /* three more senders fill the table; a fifth finds it full */
+
+    for (i = 0; i < 3; i++) {
+        msg(&m, 20 + i, 1, wall);
+        CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_OK);
+        CHECK(slot == i + 1);
+        t[slot].live = 1;
+    }
+
+    msg(&m, 30, 1, wall);
+    CHECK(pa_sync_admit(t, 4, &m, wall, 1000, &slot) == PA_SYNC_EFULL);
+
+    /*
+     * sender 11 is not live; its place is taken once its latest "sent"
+     * (wall + 1000) is stale: a replay of any datagram of it would be
+     */
+
+    t[0].live = 0;
+    msg(&m, 30, 1, wall + 2000);
+    CHECK(pa_sync_admit(t, 4, &m, wall + 2000, 1000, &slot)
+          == PA_SYNC_EFULL);
+
+    msg(&m, 30, 1, wall + 2001);
+    CHECK(pa_sync_admit(t, 4, &m, wall + 2001, 1000, &slot) == PA_SYNC_OK);
+    CHECK(slot == 0 && t[0].sender == 30 && t[0].top == 1);
+
+    /* live senders keep their places however long */
+
+    msg(&m, 31, 1, wall + 100000);
+    CHECK(pa_sync_admit(t, 4, &m, wall + 100000, 1000, &slot)
+          == PA_SYNC_OK);
+    CHECK(slot == 0);
+    msg(&m, 32, 1, wall + 100000);
+    CHECK(pa_sync_admit(t, 4, &m, wall + 100000, 1000, &slot)
+          == PA_SYNC_EFULL);
+
+    CHECK(strcmp(pa_sync_error(PA_SYNC_EREPLAY), "replayed") == 0);
+}
+
+
 int
 main(void)
 {
+    test_admit();
     test_siphash();
     test_records();
     test_load();
