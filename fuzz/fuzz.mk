@@ -205,7 +205,8 @@ FUZZ_SYNC_RUN   = $(FUZZ_SYNC_BIN) -max_len=1400 -timeout=10 \
 
 .PHONY: fuzz-sync fuzz-sync-smoke
 
-$(FUZZ_SYNC_BIN): fuzz/fuzz_sync.c src/pa_sync.c src/pa_sync.h | fuzz-deps
+$(FUZZ_SYNC_BIN): fuzz/fuzz_sync.c src/pa_sync.c src/pa_sync.h src/pa_time.h \
+                  | fuzz-deps
 	@mkdir -p $(BUILD)/fuzz $(FUZZ_SYNC_WORK)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_sync.c src/pa_sync.c
 

@@ -7,7 +7,10 @@
  * refuse them) and with a good tag written over their last 8 bytes, so
  * that the entries' reader meets every shape a writer with the key could
  * send.  Every entry read keeps n <= PA_SYNC_MAX_HASHES, cached <= n <=
- * size; and (ASan) nothing is read past the datagram.
+ * size; and (ASan) nothing is read past the datagram.  A datagram that
+ * opens is then offered twice to a table of senders kept across inputs
+ * (its clock from the input's first bytes): taken once at most, never
+ * twice, whatever the table holds.
  */
 
 
@@ -20,11 +23,15 @@
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
 
+static pa_sync_peer_t  fuzz_table[4];
+
+
 int
 LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     int               rc;
-    uint64_t          tag, hashes[PA_SYNC_MAX_HASHES];
+    unsigned          slot;
+    uint64_t          tag, wall, hashes[PA_SYNC_MAX_HASHES];
     unsigned char    *copy;
     pa_sync_key_t     key;
     pa_sync_msg_t     m;
@@ -53,6 +60,24 @@ LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         rc = pa_sync_open(&m, copy, size, &key, tag);
 
         if (rc == PA_SYNC_OK) {
+            memcpy(&wall, copy + 8, 8);
+            wall = m.sent + (wall % 3000) - 1500;
+            slot = 99;
+
+            rc = pa_sync_admit(fuzz_table, 4, &m, wall, 1000, &slot);
+
+            if ((rc == PA_SYNC_OK) != (slot < 4)
+                || (rc != PA_SYNC_OK && rc != PA_SYNC_ESTALE
+                    && rc != PA_SYNC_EREPLAY && rc != PA_SYNC_EFULL)
+                || (rc == PA_SYNC_OK
+                    && pa_sync_admit(fuzz_table, 4, &m, wall, 1000, &slot)
+                       != PA_SYNC_EREPLAY))
+            {
+                abort();
+            }
+
+            fuzz_table[m.sent % 4].live = (m.seq & 1);
+
             while ((rc = pa_sync_next_record(&m, &r, hashes)) == 1) {
                 if (r.n > PA_SYNC_MAX_HASHES || r.cached > r.n
                     || r.size < r.n)
