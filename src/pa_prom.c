@@ -464,7 +464,7 @@ pa_prom_number(const char *p, const char *end, double *v, uint64_t *work)
 
     /* m x 10^exp is at least 10^(exp + sig - 1), less than 10^(exp + sig) */
 
-    if (m == 0 || exp + sig < -300) {
+    if (m == 0 || exp + sig < -299) {
         r = 0;
 
     } else if (exp + sig > 301) {

@@ -440,7 +440,7 @@ test_numbers(void)
     CHECK(read_number("1e-299", &v, &work) && v > 0 && v < 1e-298);
     CHECK_MSG(work <= PA_PROM_SCALE_MAX, "1e-299: %llu steps",
               (unsigned long long) work);
-    CHECK(read_number("9999999999999999999e-319", &v, &work) && v > 0);
+    CHECK(read_number("9999999999999999999e-318", &v, &work) && v > 0);
     CHECK(work <= PA_PROM_SCALE_MAX);
 
     /* 1e300 is read, and refused as too many requests */
