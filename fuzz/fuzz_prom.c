@@ -5,7 +5,11 @@
  * libFuzzer target of src/pa_prom.c (make fuzz-prom): any bytes as an
  * engine's /metrics page.  The page read whole and read in cuts of the
  * size its first byte gives must say the same; every value taken must be
- * in its range; and (ASan) nothing is read past the input.
+ * in its range; the parse's steps must be its bytes and at most
+ * PA_PROM_SCALE_MAX a byte more (a number costs its bytes, not what its
+ * exponent says: "0e-9999" once took 9999 steps); and (ASan) nothing is
+ * read past the input.  fuzz.mk gives each input a second at most, and
+ * inputs of up to 1 MB.
  */
 
 
@@ -60,8 +64,14 @@ LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     if (pa_prom_finish(cuts) != seen
         || cuts->lines != whole->lines
         || cuts->rejected != whole->rejected
-        || cuts->longs != whole->longs)
+        || cuts->longs != whole->longs
+        || cuts->clamped != whole->clamped
+        || cuts->work != whole->work)
     {
+        abort();
+    }
+
+    if (whole->work > (uint64_t) size * (1 + PA_PROM_SCALE_MAX)) {
         abort();
     }
 
@@ -76,6 +86,15 @@ LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     }
 
     if ((seen & (1u << PA_PROM_USAGE)) && whole->value[PA_PROM_USAGE] > 1) {
+        abort();
+    }
+
+    /* sums over series within one series' bounds */
+
+    if (whole->value[PA_PROM_WAITING] > PA_PROM_COUNT_MAX
+        || whole->value[PA_PROM_RUNNING] > PA_PROM_COUNT_MAX
+        || whole->value[PA_PROM_CAPACITY] > PA_PROM_CAPACITY_MAX)
+    {
         abort();
     }
 

@@ -13,6 +13,7 @@
 
 
 #include "ngx_http_prefix_aware.h"
+#include "pa_work.h"
 
 
 /*
@@ -100,7 +101,8 @@ ngx_http_prefix_aware_reserve(ngx_http_prefix_aware_shm_server_t *s,
  * last said (prefix_aware_sync), and with load=engine the requests its
  * engine reported (running and waiting, within two intervals) beyond
  * what the hosts know of, each at the mean work of those they know
- * ("unit" where they know none): other clients'
+ * ("unit" where they know none): other clients'; their work saturates
+ * at PA_WORK_MAX (src/pa_work.h)
  */
 
 uint64_t
@@ -135,18 +137,22 @@ ngx_http_prefix_aware_work(ngx_http_prefix_aware_srv_conf_t *pacf,
     reported = s->engine_reported;
     seen = (unsigned) s->engine_seen;
 
-    if (reported == 0 || s->engine_failing
+    /*
+     * the report's age without wrapping: another worker, its cached
+     * clock a few milliseconds ahead of this one's, may have stored it
+     */
+
+    if (s->engine_failing
         || !(seen & ((1u << PA_PROM_WAITING) | (1u << PA_PROM_RUNNING)))
-        || ngx_current_msec - reported > 2 * pacf->metrics_interval)
+        || !pa_work_fresh(ngx_current_msec, reported,
+                          pacf->metrics_interval))
     {
         return work;
     }
 
     n = (uint64_t) s->engine_waiting + s->engine_running;
 
-    if (n <= known) {
-        return work;
-    }
+    /* saturating, at most PA_WORK_MAX with the engine's share */
 
-    return work + (n - known) * (known ? work / known : unit);
+    return pa_work_engine(work, known, n, unit);
 }

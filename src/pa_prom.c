@@ -15,7 +15,11 @@
 #include "pa_prom.h"
 
 
-#define PA_PROM_INFO  PA_PROM_NFIELDS     /* vllm:cache_config_info */
+#define PA_PROM_INFO     PA_PROM_NFIELDS  /* vllm:cache_config_info */
+
+/* digits of a mantissa kept (10^19 - 1 < 2^64), and the exponents' clamp */
+#define PA_PROM_DIGITS   19
+#define PA_PROM_EXP_MAX  100000
 
 
 typedef struct {
@@ -27,8 +31,10 @@ typedef struct {
 
 static const char *pa_prom_skip(const char *p, const char *end);
 static const char *pa_prom_word(const char *p, const char *end);
-static int pa_prom_number(const char *p, const char *end, double *v);
-static int pa_prom_labels(const char **pp, const char *end, double *want);
+static int pa_prom_number(const char *p, const char *end, double *v,
+    uint64_t *work);
+static int pa_prom_labels(const char **pp, const char *end, double *want,
+    uint64_t *work);
 static void pa_prom_take(pa_prom_t *pp, unsigned field, double v);
 
 
@@ -45,6 +51,13 @@ static const pa_prom_name_t  pa_prom_names[] = {
     pa_prom_name("sglang:num_running_reqs", PA_PROM_RUNNING),
     pa_prom_name("sglang:token_usage", PA_PROM_USAGE),
     { NULL, 0, 0 }
+};
+
+
+/* exact in a double */
+static const double  pa_prom_pow10[] = {
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12,
+    1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22
 };
 
 
@@ -122,6 +135,7 @@ pa_prom_line(pa_prom_t *pp, const char *p, size_t n)
     const pa_prom_name_t  *pn;
 
     end = p + n;
+    pp->work += n;
 
     if (end > p && end[-1] == '\r') {
         end--;
@@ -154,7 +168,7 @@ pa_prom_line(pa_prom_t *pp, const char *p, size_t n)
     want[2] = -1;
 
     if (p < end && *p == '{') {
-        if (pa_prom_labels(&p, end, want) != 0) {
+        if (pa_prom_labels(&p, end, want, &pp->work) != 0) {
             pp->rejected++;
             return;
         }
@@ -172,7 +186,7 @@ pa_prom_line(pa_prom_t *pp, const char *p, size_t n)
         p++;
     }
 
-    if (pa_prom_number(name, p, &v) != 0) {
+    if (pa_prom_number(name, p, &v, &pp->work) != 0) {
         pp->rejected++;
         return;
     }
@@ -202,27 +216,32 @@ pa_prom_line(pa_prom_t *pp, const char *p, size_t n)
 }
 
 
+/* a sum over series is held at the bound of one series */
+
 static void
 pa_prom_take(pa_prom_t *pp, unsigned field, double v)
 {
-    int  ok;
+    double  min, max;
 
     switch (field) {
 
     case PA_PROM_CAPACITY:
-        ok = (v >= PA_PROM_CAPACITY_MIN && v <= PA_PROM_CAPACITY_MAX);
+        min = PA_PROM_CAPACITY_MIN;
+        max = PA_PROM_CAPACITY_MAX;
         break;
 
     case PA_PROM_USAGE:
-        ok = (v >= 0 && v <= 1);
+        min = 0;
+        max = 1;
         break;
 
     default:
-        ok = (v >= 0 && v <= PA_PROM_COUNT_MAX);
+        min = 0;
+        max = PA_PROM_COUNT_MAX;
         break;
     }
 
-    if (!ok) {
+    if (!(v >= min && v <= max)) {
         pp->rejected++;
         return;
     }
@@ -232,11 +251,23 @@ pa_prom_take(pa_prom_t *pp, unsigned field, double v)
     }
 
     pp->seen |= 1u << field;
-    pp->value[field] += v;
 
     if (field == PA_PROM_USAGE) {
+
+        /* a mean, at most 1 */
+
+        pp->value[field] += v;
         pp->nusage++;
+        return;
     }
+
+    if (pp->value[field] > max - v) {
+        pp->value[field] = max;
+        pp->clamped |= 1u << field;
+        return;
+    }
+
+    pp->value[field] += v;
 }
 
 
@@ -248,7 +279,8 @@ pa_prom_take(pa_prom_t *pp, unsigned field, double v)
  */
 
 static int
-pa_prom_labels(const char **pp, const char *end, double *want)
+pa_prom_labels(const char **pp, const char *end, double *want,
+    uint64_t *work)
 {
     double      *w;
     const char  *p, *name, *val;
@@ -320,7 +352,7 @@ pa_prom_labels(const char **pp, const char *end, double *want)
             w = &want[2];
         }
 
-        if (w && pa_prom_number(val, p, w) != 0) {
+        if (w && pa_prom_number(val, p, w, work) != 0) {
             *w = -1;
         }
 
@@ -335,14 +367,23 @@ pa_prom_labels(const char **pp, const char *end, double *want)
 
 /*
  * a decimal number as Go's and Python's clients print them: [+-]digits
- * [.digits][e[+-]digits]; NaN and the infinities are refused
+ * [.digits][e[+-]digits]; NaN and the infinities are refused.  One pass
+ * over its characters: the first PA_PROM_DIGITS significant digits are
+ * the mantissa, exact in an integer (the rest only move the point), the
+ * exponents are clamped at PA_PROM_EXP_MAX as their digits are read, and
+ * the scaling takes at most PA_PROM_SCALE_MAX steps, counted in "work":
+ * a value over 1e300 is refused and one under 1e-300 is 0 without a
+ * step.  With up to 15 significant digits and the point moved by at most
+ * 22 places (all an engine prints), the value is the nearest double, as
+ * strtod() gives it
  */
 
 static int
-pa_prom_number(const char *p, const char *end, double *v)
+pa_prom_number(const char *p, const char *end, double *v, uint64_t *work)
 {
-    int     neg, exp, eneg, digits;
-    double  r, scale;
+    int       neg, eneg, sig, digits, exp, e;
+    double    r;
+    uint64_t  m;
 
     neg = 0;
 
@@ -351,21 +392,38 @@ pa_prom_number(const char *p, const char *end, double *v)
         p++;
     }
 
-    r = 0;
+    m = 0;
+    sig = 0;
+    exp = 0;
     digits = 0;
 
     while (p < end && *p >= '0' && *p <= '9') {
-        r = r * 10 + (*p++ - '0');
+        if (sig < PA_PROM_DIGITS) {
+            m = m * 10 + (*p - '0');
+            sig += (m != 0);
+
+        } else if (exp < PA_PROM_EXP_MAX) {
+            exp++;
+        }
+
+        p++;
         digits++;
     }
 
     if (p < end && *p == '.') {
         p++;
-        scale = 0.1;
 
         while (p < end && *p >= '0' && *p <= '9') {
-            r += (*p++ - '0') * scale;
-            scale /= 10;
+            if (sig < PA_PROM_DIGITS) {
+                m = m * 10 + (*p - '0');
+                sig += (m != 0);
+
+                if (exp > -PA_PROM_EXP_MAX) {
+                    exp--;
+                }
+            }
+
+            p++;
             digits++;
         }
     }
@@ -387,27 +445,52 @@ pa_prom_number(const char *p, const char *end, double *v)
             return -1;
         }
 
-        exp = 0;
+        e = 0;
 
         while (p < end && *p >= '0' && *p <= '9') {
-            if (exp < 1000) {
-                exp = exp * 10 + (*p - '0');
+            if (e < PA_PROM_EXP_MAX) {
+                e = e * 10 + (*p - '0');
             }
 
             p++;
         }
 
-        while (exp-- > 0) {
-            r = eneg ? r / 10 : r * 10;
-
-            if (r > 1e300) {
-                return -1;
-            }
-        }
+        exp += eneg ? -e : e;
     }
 
     if (p != end) {
         return -1;
+    }
+
+    /* m x 10^exp is at least 10^(exp + sig - 1), less than 10^(exp + sig) */
+
+    if (m == 0 || exp + sig < -299) {
+        r = 0;
+
+    } else if (exp + sig > 301) {
+        return -1;
+
+    } else {
+        r = (double) m;
+
+        while (exp > 22) {
+            r *= 1e22;
+            exp -= 22;
+            (*work)++;
+        }
+
+        while (exp < -22) {
+            r /= 1e22;
+            exp += 22;
+            (*work)++;
+        }
+
+        r = (exp < 0) ? r / pa_prom_pow10[-exp] : r * pa_prom_pow10[exp];
+        (*work)++;
+
+        if (r > 1e300) {
+            return -1;
+        }
     }
 
     *v = neg ? -r : r;

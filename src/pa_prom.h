@@ -23,7 +23,15 @@
  *
  * A value out of its range (a negative count, a usage above 1, a cache
  * of fewer than PA_PROM_CAPACITY_MIN or more than PA_PROM_CAPACITY_MAX
- * tokens, NaN, infinities) is not taken, and counted in "rejected".
+ * tokens, NaN, infinities) is not taken, and counted in "rejected".  A
+ * sum over series is held at the same maximum as one series
+ * (PA_PROM_COUNT_MAX requests, PA_PROM_CAPACITY_MAX tokens), and marked
+ * in "clamped": a page of many series says no more than one could.
+ *
+ * A page costs what its bytes cost: a number is read in one pass over
+ * its characters, its exponent clamped as its digits are read, and
+ * scaled in at most PA_PROM_SCALE_MAX multiplications, whatever the
+ * exponent says ("0e-9999" is 0, at once).  "work" counts the steps.
  */
 
 
@@ -42,6 +50,9 @@
 #define PA_PROM_CAPACITY_MAX  1000000000000.0
 #define PA_PROM_COUNT_MAX     10000000.0
 
+/* the most multiplications that scale a number by its exponent */
+#define PA_PROM_SCALE_MAX     15
+
 
 typedef enum {
     PA_PROM_CAPACITY = 0,     /* KV cache, in tokens */
@@ -56,10 +67,15 @@ typedef struct {
     double        value[PA_PROM_NFIELDS];
     unsigned      seen;             /* 1 << field, for each field read */
     unsigned      nusage;           /* series averaged into USAGE */
+    unsigned      clamped;          /* 1 << field, for each sum held at
+                                       its maximum */
 
     uint32_t      lines;            /* lines read */
     uint32_t      rejected;         /* values out of range */
     uint32_t      longs;            /* lines over PA_PROM_LINE_MAX */
+
+    /* the parse's steps: bytes of the lines read, and scalings */
+    uint64_t      work;
 
     size_t        len;
     unsigned      skip:1;           /* in a line too long to keep */

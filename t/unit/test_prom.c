@@ -5,12 +5,15 @@
  * pa_prom_*(): what vLLM's and SGLang's /metrics pages say of the engine
  * (their lines as the engines print them), read whole and in every cut;
  * data-parallel series summed; lines too long, malformed or lying passed
- * over and counted.
+ * over and counted; numbers read at the cost of their bytes, whatever
+ * their exponents say, and sums over many series held at their bounds.
  */
 
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "unit.h"
 #include "pa_prom.h"
@@ -350,6 +353,316 @@ test_long_lines(void)
 }
 
 
+/* one value of sglang:num_queue_reqs: 1 and the value taken, 0 refused */
+
+static int
+read_number(const char *num, double *v, uint64_t *work)
+{
+    char       line[PA_PROM_LINE_MAX];
+    size_t     n;
+    pa_prom_t  pp;
+
+    n = (size_t) snprintf(line, sizeof(line), "sglang:num_queue_reqs %s",
+                          num);
+
+    pa_prom_init(&pp);
+    pa_prom_line(&pp, line, n);
+
+    *v = pp.value[PA_PROM_WAITING];
+    *work = pp.work - n;
+
+    return pa_prom_finish(&pp) == 1u << PA_PROM_WAITING && pp.rejected == 0;
+}
+
+
+static void
+test_numbers(void)
+{
+    static const struct {
+        const char  *num;
+        double       v;
+    } good[] = {
+        { "0e9999", 0 },
+        { "0e-9999", 0 },
+        { "0.0e99999999999999999999", 0 },
+        { "0E+9999", 0 },
+        { "1e-400", 0 },
+        { "1e-9999", 0 },
+        { "7e-99999999999999999999", 0 },
+        { "1.463693e+06", 1463693 },
+        { "3.5e+06", 3500000 },
+        { "144870.0", 144870 },
+        { "5E-1", 0.5 },
+        { ".5e1", 5 },
+        { "1.", 1 },
+        { "+2", 2 },
+        { "9999999", 9999999 },
+        { "10000000", 10000000 },
+        { "1e7", 10000000 },
+        { "100000000e-1", 10000000 },
+        { NULL, 0 }
+    };
+
+    static const char  *bad[] = {
+        "1e9999",
+        "1e301",
+        "1e99999999999999999999",
+        "0.1e302",
+        "1e",
+        "e5",
+        "1e+",
+        ".",
+        "1.2.3",
+        "0x10",
+        NULL
+    };
+
+    char       num[PA_PROM_LINE_MAX];
+    double     v;
+    size_t     i;
+    uint64_t   work;
+
+    for (i = 0; good[i].num; i++) {
+        CHECK_MSG(read_number(good[i].num, &v, &work) && v == good[i].v,
+                  "%s read as %.17g", good[i].num, v);
+        CHECK_MSG(work <= PA_PROM_SCALE_MAX, "%s: %llu steps", good[i].num,
+                  (unsigned long long) work);
+    }
+
+    for (i = 0; bad[i]; i++) {
+        CHECK_MSG(!read_number(bad[i], &v, &work), "taken: %s", bad[i]);
+        CHECK_MSG(work <= PA_PROM_SCALE_MAX, "%s: %llu steps", bad[i],
+                  (unsigned long long) work);
+    }
+
+    /* the longest scalings: at most PA_PROM_SCALE_MAX steps */
+
+    CHECK(read_number("1e-299", &v, &work) && v > 0 && v < 1e-298);
+    CHECK_MSG(work <= PA_PROM_SCALE_MAX, "1e-299: %llu steps",
+              (unsigned long long) work);
+    CHECK(read_number("9999999999999999999e-318", &v, &work) && v > 0);
+    CHECK(work <= PA_PROM_SCALE_MAX);
+
+    /* 1e300 is read, and refused as too many requests */
+
+    CHECK(!read_number("1e300", &v, &work));
+    CHECK(work <= PA_PROM_SCALE_MAX);
+
+    /* digits past a mantissa's 19 only move the point */
+
+    CHECK(read_number("1234567890123456789012345e-19", &v, &work));
+    CHECK(fabs(v - 123456.7890123456789) < 1e-9);
+
+    /* a huge digit string: 2000 zeros after 7, and before it */
+
+    memset(num, '0', 2001);
+    num[0] = '7';
+    num[2001] = '\0';
+    CHECK(!read_number(num, &v, &work));
+    CHECK(work <= PA_PROM_SCALE_MAX);
+
+    memcpy(num + 2001, "e-2000", 7);
+    CHECK(read_number(num, &v, &work) && v == 7);
+
+    num[0] = '0';
+    num[2000] = '7';
+    num[2001] = '\0';
+    CHECK(read_number(num, &v, &work) && v == 7);
+
+    /* 0.(1998 zeros)7 */
+
+    memcpy(num, "0.", 2);
+    memcpy(num + 2001, "e1999", 6);
+    CHECK(read_number(num, &v, &work) && v == 7);
+
+    memcpy(num + 2001, "e-9999", 7);
+    CHECK(read_number(num, &v, &work) && v == 0 && work == 0);
+}
+
+
+/*
+ * an engine's page of N lines of "sglang:num_queue_reqs 0e-9999": 10.6 s
+ * of a worker's CPU for 8 MB when a number cost its exponent's value
+ * (up to 9999 divisions each); now what a page of "1" costs, and the
+ * steps are its bytes
+ */
+
+static double
+cpu_time(void)
+{
+    return (double) clock() / CLOCKS_PER_SEC;
+}
+
+
+static size_t
+page_of(char *page, size_t size, const char *line)
+{
+    size_t  n, len;
+
+    len = strlen(line);
+
+    for (n = 0; n + len <= size; n += len) {
+        memcpy(page + n, line, len);
+    }
+
+    return n;
+}
+
+
+static void
+test_hostile_page(void)
+{
+    static const char  *lines[] = {
+        "sglang:num_queue_reqs 0e-9999\n",
+        "sglang:num_queue_reqs 0e9999\n",
+        "sglang:num_queue_reqs 1e-299\n",
+        "sglang:num_queue_reqs 1e-400\n",
+        "sglang:num_queue_reqs 9e300\n",
+        "vllm:cache_config_info{block_size=\"0e-9999\",num_gpu_blocks="
+        "\"0e-9999\",kv_cache_size_tokens=\"0e-9999\"} 0e-9999\n",
+        NULL
+    };
+
+    char       *page;
+    size_t      i, n, size, nlines;
+    double      t, normal, hostile;
+    unsigned    seen;
+    pa_prom_t   pp;
+
+    size = 2 * 1024 * 1024;
+
+    page = malloc(size);
+    if (page == NULL) {
+        CHECK(page != NULL);
+        return;
+    }
+
+    n = page_of(page, size, lines[0]);
+    nlines = n / strlen(lines[0]);
+
+    t = cpu_time();
+    seen = read_whole(&pp, page, n);
+    hostile = cpu_time() - t;
+
+    CHECK(seen == 1u << PA_PROM_WAITING);
+    CHECK(pp.value[PA_PROM_WAITING] == 0);
+    CHECK(pp.lines == nlines);
+    CHECK(pp.rejected == 0);
+
+    /* the bytes of its lines, not a step more */
+
+    CHECK_MSG(pp.work == n - nlines, "%llu steps for %zu bytes",
+              (unsigned long long) pp.work, n);
+
+    /* every line of the worst: its bytes and PA_PROM_SCALE_MAX at most */
+
+    for (i = 0; lines[i]; i++) {
+        n = page_of(page, size, lines[i]);
+        nlines = n / strlen(lines[i]);
+
+        read_whole(&pp, page, n);
+
+        CHECK_MSG(pp.lines == nlines
+                  && pp.work <= n + 4 * nlines * PA_PROM_SCALE_MAX,
+                  "%s: %llu steps for %zu bytes", lines[i],
+                  (unsigned long long) pp.work, n);
+    }
+
+    /*
+     * and in time: as a page of "1" of the same size, with room for a
+     * busy machine (it took 1000 times as long)
+     */
+
+    n = page_of(page, size, "sglang:num_queue_reqs 1e0\n");
+
+    t = cpu_time();
+    read_whole(&pp, page, n);
+    normal = cpu_time() - t;
+
+    CHECK(pp.value[PA_PROM_WAITING] == (double) pp.lines);
+
+    CHECK_MSG(hostile < 10 * normal + 0.05,
+              "0e-9999: %.3f s, 1e0: %.3f s", hostile, normal);
+
+    free(page);
+}
+
+
+/*
+ * sums over many series are held at a series' bound: an 8 MB page of
+ * "vllm:num_requests_waiting 1" said 299,593 requests, one of 9000000
+ * said 2.2e12
+ */
+
+static void
+test_sums(void)
+{
+    static const char  big[] = "vllm:num_requests_waiting 9000000\n"
+                               "vllm:num_requests_running 9999999\n"
+                               "sglang:max_total_num_tokens 999999999999\n";
+    static const char  one[] = "vllm:num_requests_waiting 1\n";
+
+    char       *page;
+    size_t      n, at, size;
+    unsigned    seen;
+    pa_prom_t   pp;
+
+    size = 1024 * 1024;
+
+    page = malloc(size);
+    if (page == NULL) {
+        CHECK(page != NULL);
+        return;
+    }
+
+    n = page_of(page, size, big);
+
+    seen = read_whole(&pp, page, n);
+    CHECK(seen == ((1u << PA_PROM_WAITING) | (1u << PA_PROM_RUNNING)
+                   | (1u << PA_PROM_CAPACITY)));
+    CHECK(pp.value[PA_PROM_WAITING] == PA_PROM_COUNT_MAX);
+    CHECK(pp.value[PA_PROM_RUNNING] == PA_PROM_COUNT_MAX);
+    CHECK(pp.value[PA_PROM_CAPACITY] == PA_PROM_CAPACITY_MAX);
+    CHECK(pp.clamped == seen);
+    CHECK(pp.rejected == 0);
+
+    /* the same whatever the cuts */
+
+    for (at = 1; at < n; at += n / 7) {
+        read_cut(&pp, page, n, at);
+        CHECK(pp.value[PA_PROM_WAITING] == PA_PROM_COUNT_MAX);
+        CHECK(pp.value[PA_PROM_CAPACITY] == PA_PROM_CAPACITY_MAX);
+    }
+
+    /* two series: each within the bound, their sum held at it */
+
+    CHECK(read_whole(&pp, big, 34 * 2) != 0);
+    CHECK(pp.value[PA_PROM_WAITING] == 9000000);
+    CHECK(pp.value[PA_PROM_RUNNING] == 9999999);
+    CHECK(pp.clamped == 0);
+
+    n = page_of(page, 2 * 34, "vllm:num_requests_waiting 6000000\n");
+    read_whole(&pp, page, n);
+    CHECK(pp.value[PA_PROM_WAITING] == PA_PROM_COUNT_MAX);
+    CHECK(pp.clamped == 1u << PA_PROM_WAITING);
+
+    /* many small series within the bound are their sum */
+
+    n = page_of(page, size, one);
+    read_whole(&pp, page, n);
+    CHECK(pp.value[PA_PROM_WAITING] == (double) (n / (sizeof(one) - 1)));
+    CHECK(pp.clamped == 0);
+
+    /* a mean stays a mean */
+
+    n = page_of(page, size, "sglang:token_usage 1\n");
+    read_whole(&pp, page, n);
+    CHECK(pp.value[PA_PROM_USAGE] == 1);
+
+    free(page);
+}
+
+
 int
 main(void)
 {
@@ -360,6 +673,9 @@ main(void)
     test_format();
     test_lies();
     test_long_lines();
+    test_numbers();
+    test_hostile_page();
+    test_sums();
 
     return UNIT_DONE();
 }
