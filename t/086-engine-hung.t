@@ -15,6 +15,9 @@
 # 3. The hung server is polled once per time-out, not once per worker.
 # 4. An engine that reported, then hangs, is stale within a few
 #    intervals; the healthy one's report stays fresh.
+# 5. After a reload (the old workers' polls of the hung servers still in
+#    progress, their records in the zone kept) the new workers poll on
+#    time, and the hung servers still once at a time.
 
 use strict;
 use warnings;
@@ -223,6 +226,32 @@ for my $up (sort keys %interval) {
 
     is $r->{stale}{$up}{later} // 0, $r->{n},
        "$up: the engine that hung is stale in every sample";
+}
+
+# 5. a reload
+
+$ng->reload;
+
+$e = engines();
+$t0 = time;
+$r = sample(100);
+$took = time - $t0;
+$end = engines();
+
+for my $up (sort keys %interval) {
+    my $pc = pc($r->{fresh}{$up}{healthy}, $r->{n});
+
+    ok $pc >= 95, sprintf('%s: after a reload the healthy engine\'s report '
+                          . 'fresh in %.1f %% of %d samples, oldest %d ms',
+                          $up, $pc, $r->{n},
+                          $r->{oldest}{$up}{healthy} // -1);
+
+    my $polls = $end->{$up}{hung}{errors} - $e->{$up}{hung}{errors};
+    my $most = int(1.2 * ($took / 0.2 + 2));
+
+    ok $polls <= $most,
+       sprintf('%s: ... the hung server polled %d times in %.1f s (%d at '
+               . 'most)', $up, $polls, $took, $most);
 }
 
 like $ng->log, qr/server "127.0.0.1:$hung" of upstream "e20" gave no metrics at "\/metrics": timed out/,
