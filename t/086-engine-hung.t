@@ -18,6 +18,9 @@
 # 5. After a reload (the old workers' polls of the hung servers still in
 #    progress, their records in the zone kept) the new workers poll on
 #    time, and the hung servers still once at a time.
+# 6. kill -9 of every worker, each hung server's poll in progress: the
+#    new workers take the polls over once the dead ones' time-out and an
+#    interval have passed.
 
 use strict;
 use warnings;
@@ -256,7 +259,43 @@ for my $up (sort keys %interval) {
 
 like $ng->log, qr/server "127.0.0.1:$hung" of upstream "e20" gave no metrics at "\/metrics": timed out/,
     'the hung server is logged';
-unlike $ng->log, qr/\[(alert|crit|emerg)\]/, 'no alert in the log';
+
+# 6. kill -9 of the workers, whose polls of the hung servers never end
+
+my $old = $ng->workers;
+$e = engines();
+
+ok kill(KILL => @$old) == @$old, "kill -9 @$old";
+
+my %dead = map { $_ => 1 } @$old;
+my $new = wait_until {
+    my $w = $ng->workers;
+    @$w == 2 && !grep { $dead{$_} } @$w;
+} 5;
+
+ok $new, '... the master starts two new workers';
+
+my $again = wait_until {
+    my $x = engines();
+    !grep { $x->{$_}{hung}{errors} <= $e->{$_}{hung}{errors} } keys %interval;
+} 3;
+
+ok $again, '... which poll the hung servers again: the dead workers\' '
+           . 'polls lapsed';
+
+$r = sample(50);
+
+for my $up (sort keys %interval) {
+    ok pc($r->{fresh}{$up}{healthy}, $r->{n}) >= 95,
+       sprintf('%s: ... and the healthy engine\'s report fresh in %.1f %% '
+               . 'of %d samples', $up, pc($r->{fresh}{$up}{healthy}, $r->{n}),
+               $r->{n});
+}
+
+my @alerts = grep { /\[(?:alert|crit|emerg)\]/ && !/exited on signal 9\b/ }
+             $ng->log;
+ok !@alerts, 'no alert in the log but those of the killed workers'
+    or diag join "\n", @alerts;
 
 $ng->stop;
 $be->stop;
