@@ -182,6 +182,10 @@ struct ngx_http_prefix_aware_shm_server_s {
     ngx_atomic_t                           engine_rejected;
     ngx_atomic_t                           engine_failing;
     ngx_atomic_t                           engine_nocapacity;
+    /* its own poll's schedule: the last poll's start, and the poll in */
+    /* progress (its start, 0: none), whichever worker makes it */
+    ngx_atomic_t                           engine_polled;
+    ngx_atomic_t                           engine_polling;
 
     /* the other hosts' requests and work on it, in all, and by host */
     ngx_atomic_t                           sync_inflight;
@@ -201,8 +205,7 @@ struct ngx_http_prefix_aware_shm_upstream_s {
     ngx_atomic_t                           chosen_inflight
                                                [NGX_HTTP_PA_STRATEGIES];
     ngx_atomic_t                           strategy_unknown;
-    /* metrics=: the round's lock, and the polls made */
-    ngx_atomic_t                           engine_polled;
+    /* metrics=: the polls made (each server's schedule is its own) */
     ngx_atomic_t                           engine_polls;
     /*
      * prefix_aware_sync: this host's id and its datagrams' sequence; the
@@ -453,11 +456,16 @@ typedef struct {
 
 
 /*
- * a round of GETs, one to each server of an upstream, every "interval", by
+ * a round of GETs, one to each of "n" servers, every "interval", by
  * whichever worker's timer fires first (a compare-and-swap of the round's
  * time in a zone, "polled"); "poll" starts server j's GET with
  * ngx_http_prefix_aware_get(), its struct from the round's pool and put in
- * gets[j], and calls ngx_http_prefix_aware_round_done() when it ends
+ * gets[j], and calls ngx_http_prefix_aware_round_done() when it ends.
+ * A round waits for its slowest server: metrics= makes a round of each
+ * server, with "busy" (its poll in progress, in the zone: no other worker
+ * starts one until it ends, or until "timeout" and an interval have
+ * passed, its worker having died); models=discover one of all, "busy"
+ * NULL
  */
 typedef struct ngx_http_prefix_aware_round_s
     ngx_http_prefix_aware_round_t;
@@ -468,7 +476,9 @@ typedef void (*ngx_http_prefix_aware_round_pt)(
 struct ngx_http_prefix_aware_round_s {
     const char                            *name;      /* for the log */
     ngx_msec_t                             interval;
+    ngx_msec_t                             timeout;   /* with "busy" */
     ngx_atomic_t                          *polled;
+    ngx_atomic_t                          *busy;
     ngx_uint_t                             n;
     ngx_http_prefix_aware_round_pt         poll;
     void                                  *data;
@@ -478,6 +488,7 @@ struct ngx_http_prefix_aware_round_s {
     ngx_pool_t                            *pool;
     ngx_http_prefix_aware_get_t          **gets;
     ngx_uint_t                             pending;
+    ngx_msec_t                             started;   /* put in "busy" */
 };
 
 

@@ -3,10 +3,12 @@
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
  * What the engines report of themselves (capacity=auto, metrics=): each
- * worker has a timer per upstream, and the first whose turn it is (a
- * compare-and-swap of the round's time in the zone) asks every server of
- * the upstream for its /metrics page at once, on nginx's event loop
- * (ngx_http_prefix_aware_get.c), and reads it as it streams in
+ * server is polled on its own schedule, so that one that is slow or hung
+ * delays only itself: each worker has a timer per server, and the first
+ * whose turn it is (a compare-and-swap of the server's poll time in the
+ * zone, while no other worker's poll of it is in progress) asks the
+ * server for its /metrics page, on nginx's event loop (a round of one,
+ * ngx_http_prefix_aware_get.c), and reads it as it streams in
  * (src/pa_prom.c).  What a server says goes to its record in the zone,
  * for every worker and the status page; with capacity=auto, the size of
  * its KV cache becomes its capacity in the index.  A server that does not
@@ -17,6 +19,7 @@
 
 
 #include "ngx_http_prefix_aware.h"
+#include "pa_time.h"
 
 
 /* the default interval, in milliseconds */
@@ -26,16 +29,25 @@
 #define NGX_HTTP_PREFIX_AWARE_ENGINE_MAX     (8 * 1024 * 1024)
 #define NGX_HTTP_PREFIX_AWARE_ENGINE_MAX_TEXT  "8 MB"
 
-/* a poll's timeout, at most, in milliseconds */
+/*
+ * a poll's timeout, in milliseconds: the interval, at least 200 ms (an
+ * engine busy with a batch may take tens of milliseconds to render its
+ * page), at most 2 s; a slow poll delays only its own server's next one
+ */
+#define NGX_HTTP_PREFIX_AWARE_ENGINE_LEAST   200
 #define NGX_HTTP_PREFIX_AWARE_ENGINE_WAIT    2000
 
 /* a server that stops reporting keeps its capacity this many intervals */
 #define NGX_HTTP_PREFIX_AWARE_ENGINE_HOLD    3
 
+/* load=engine uses a report this many intervals (peer.c) */
+#define NGX_HTTP_PREFIX_AWARE_ENGINE_FRESH   2
 
+
+/* the poller of an upstream: a round per server, rounds[j] polls server j */
 struct ngx_http_prefix_aware_engine_s {
     ngx_http_prefix_aware_srv_conf_t      *pacf;
-    ngx_http_prefix_aware_round_t          round;
+    ngx_http_prefix_aware_round_t         *rounds;
 };
 
 
@@ -57,7 +69,6 @@ static void ngx_http_prefix_aware_engine_done(ngx_http_prefix_aware_get_t *g,
     const char *error);
 static void ngx_http_prefix_aware_engine_apply(
     ngx_http_prefix_aware_engine_poll_t *p, const char *error);
-static ngx_msec_t ngx_http_prefix_aware_engine_age(ngx_msec_t reported);
 static void ngx_http_prefix_aware_engine_hold(
     ngx_http_prefix_aware_engine_poll_t *p,
     ngx_http_prefix_aware_shm_server_t *s);
@@ -154,7 +165,10 @@ ngx_int_t
 ngx_http_prefix_aware_engine_init(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf)
 {
+    ngx_uint_t                       j;
+    ngx_msec_t                       timeout;
     ngx_pool_cleanup_t              *cln;
+    ngx_http_prefix_aware_round_t   *rd;
     ngx_http_prefix_aware_engine_t  *e;
 
     if (pacf->metrics == NGX_CONF_UNSET_UINT) {
@@ -220,12 +234,28 @@ ngx_http_prefix_aware_engine_init(ngx_conf_t *cf,
         return NGX_ERROR;
     }
 
+    e->rounds = ngx_pcalloc(cf->pool, pacf->nservers
+                                      * sizeof(ngx_http_prefix_aware_round_t));
+    if (e->rounds == NULL) {
+        return NGX_ERROR;
+    }
+
+    timeout = ngx_min(ngx_max(pacf->metrics_interval,
+                              NGX_HTTP_PREFIX_AWARE_ENGINE_LEAST),
+                      NGX_HTTP_PREFIX_AWARE_ENGINE_WAIT);
+
+    for (j = 0; j < pacf->nservers; j++) {
+        rd = &e->rounds[j];
+
+        rd->name = "metrics";
+        rd->interval = pacf->metrics_interval;
+        rd->timeout = timeout;
+        rd->n = 1;
+        rd->poll = ngx_http_prefix_aware_engine_poll;
+        rd->data = e;
+    }
+
     e->pacf = pacf;
-    e->round.name = "metrics";
-    e->round.interval = pacf->metrics_interval;
-    e->round.n = pacf->nservers;
-    e->round.poll = ngx_http_prefix_aware_engine_poll;
-    e->round.data = e;
     pacf->engine = e;
 
     cln = ngx_pool_cleanup_add(cf->pool, 0);
@@ -240,15 +270,20 @@ ngx_http_prefix_aware_engine_init(ngx_conf_t *cf,
 }
 
 
-/* each worker's timers; the first whose turn it is polls for all */
+/*
+ * each worker's timers, one per server; the first whose turn it is polls
+ * the server for all, the lock in the server's record
+ */
 
 void
 ngx_http_prefix_aware_engine_start(ngx_cycle_t *cycle,
     ngx_http_prefix_aware_main_conf_t *pamcf)
 {
-    ngx_uint_t                          i;
-    ngx_http_prefix_aware_engine_t     *e;
-    ngx_http_prefix_aware_srv_conf_t  **pacf;
+    ngx_uint_t                           i, j;
+    ngx_http_prefix_aware_round_t       *rd;
+    ngx_http_prefix_aware_engine_t      *e;
+    ngx_http_prefix_aware_srv_conf_t   **pacf;
+    ngx_http_prefix_aware_shm_server_t  *s;
 
     if (ngx_process != NGX_PROCESS_WORKER
         && ngx_process != NGX_PROCESS_SINGLE)
@@ -265,9 +300,15 @@ ngx_http_prefix_aware_engine_start(ngx_cycle_t *cycle,
             continue;
         }
 
-        e->round.polled = &pacf[i]->shm->engine_polled;
+        for (j = 0; j < pacf[i]->nservers; j++) {
+            rd = &e->rounds[j];
+            s = pacf[i]->shm_server[j];
 
-        ngx_http_prefix_aware_round_start(&e->round, cycle->log);
+            rd->polled = &s->engine_polled;
+            rd->busy = &s->engine_polling;
+
+            ngx_http_prefix_aware_round_start(rd, cycle->log);
+        }
     }
 }
 
@@ -277,18 +318,26 @@ ngx_http_prefix_aware_engine_stop(void *data)
 {
     ngx_http_prefix_aware_engine_t  *e = data;
 
-    ngx_http_prefix_aware_round_stop(&e->round);
+    ngx_uint_t  j;
+
+    for (j = 0; j < e->pacf->nservers; j++) {
+        ngx_http_prefix_aware_round_stop(&e->rounds[j]);
+    }
 }
 
 
+/* server j's round: its only GET is gets[0] */
+
 static void
 ngx_http_prefix_aware_engine_poll(ngx_http_prefix_aware_round_t *rd,
-    ngx_uint_t server)
+    ngx_uint_t k)
 {
+    ngx_uint_t                            server;
     ngx_http_prefix_aware_engine_t       *e;
     ngx_http_prefix_aware_engine_poll_t  *p;
 
     e = rd->data;
+    server = (ngx_uint_t) (rd - e->rounds);
 
     p = ngx_pcalloc(rd->pool, sizeof(ngx_http_prefix_aware_engine_poll_t));
     if (p == NULL) {
@@ -296,7 +345,7 @@ ngx_http_prefix_aware_engine_poll(ngx_http_prefix_aware_round_t *rd,
         return;
     }
 
-    rd->gets[server] = &p->get;
+    rd->gets[k] = &p->get;
     p->engine = e;
     p->server = server;
     pa_prom_init(&p->prom);
@@ -304,8 +353,7 @@ ngx_http_prefix_aware_engine_poll(ngx_http_prefix_aware_round_t *rd,
     p->get.uri = e->pacf->metrics_uri;
     p->get.limit = NGX_HTTP_PREFIX_AWARE_ENGINE_MAX;
     p->get.over = "answer over " NGX_HTTP_PREFIX_AWARE_ENGINE_MAX_TEXT;
-    p->get.timeout = ngx_min(ngx_max(rd->interval, 200),
-                             NGX_HTTP_PREFIX_AWARE_ENGINE_WAIT);
+    p->get.timeout = rd->timeout;
     p->get.body = ngx_http_prefix_aware_engine_body;
     p->get.done = ngx_http_prefix_aware_engine_done;
     p->get.data = p;
@@ -327,7 +375,7 @@ ngx_http_prefix_aware_engine_body(ngx_http_prefix_aware_get_t *g, u_char *p,
 }
 
 
-/* a poll ends: its result goes to the zone, the round's pool when all did */
+/* a poll ends: its result goes to the zone, then the round's pool */
 
 static void
 ngx_http_prefix_aware_engine_done(ngx_http_prefix_aware_get_t *g,
@@ -347,7 +395,7 @@ ngx_http_prefix_aware_engine_done(ngx_http_prefix_aware_get_t *g,
 
     ngx_http_prefix_aware_engine_apply(p, error);
 
-    ngx_http_prefix_aware_round_done(&e->round);
+    ngx_http_prefix_aware_round_done(&e->rounds[p->server]);
 }
 
 
@@ -476,13 +524,11 @@ ngx_http_prefix_aware_engine_hold(ngx_http_prefix_aware_engine_poll_t *p,
         return;
     }
 
-    /* the monotonic clock, the same in every process */
+    /* the monotonic clock, cached by each process: an age (pa_time.h) */
 
     hold = NGX_HTTP_PREFIX_AWARE_ENGINE_HOLD * pacf->metrics_interval;
 
-    if ((ngx_msec_int_t) (ngx_current_msec - s->engine_capacity_ms)
-        < (ngx_msec_int_t) hold)
-    {
+    if (pa_age(ngx_current_msec, s->engine_capacity_ms) < hold) {
         return;
     }
 
@@ -500,22 +546,6 @@ ngx_http_prefix_aware_engine_hold(ngx_http_prefix_aware_engine_poll_t *p,
                   "%ui tokens again", &pacf->names[p->server],
                   &pacf->upstream->host, NGX_HTTP_PREFIX_AWARE_ENGINE_HOLD,
                   pacf->capacity);
-}
-
-
-/*
- * the age of a report: another worker's clock, cached at its last event,
- * may be a few milliseconds ahead of this one's
- */
-
-static ngx_msec_t
-ngx_http_prefix_aware_engine_age(ngx_msec_t reported)
-{
-    ngx_msec_int_t  age;
-
-    age = (ngx_msec_int_t) (ngx_current_msec - reported);
-
-    return age > 0 ? (ngx_msec_t) age : 0;
 }
 
 
@@ -547,7 +577,7 @@ ngx_http_prefix_aware_engine_json_server(
     ngx_http_prefix_aware_writer_t *w)
 {
     unsigned                             seen;
-    ngx_msec_t                           reported;
+    ngx_msec_t                           reported, age;
     ngx_atomic_uint_t                    usage;
     ngx_http_prefix_aware_shm_server_t  *s;
 
@@ -560,16 +590,23 @@ ngx_http_prefix_aware_engine_json_server(
     reported = s->engine_reported;
     usage = s->engine_usage;
 
+    /* another worker's cached clock may be a few ms ahead: an age */
+
+    age = pa_age(ngx_current_msec, reported);
+
+    /* stale: no report, or one older than load=engine uses (peer.c) */
+
     ngx_http_prefix_aware_printf(w,
         ",\n          \"engine\": { \"reported\": %s, \"failing\": %s, "
-        "\"errors\": %uA, \"rejected\": %uA",
+        "\"stale\": %s, \"errors\": %uA, \"rejected\": %uA",
         reported ? "true" : "false", s->engine_failing ? "true" : "false",
+        (reported == 0
+         || age > NGX_HTTP_PREFIX_AWARE_ENGINE_FRESH * pacf->metrics_interval)
+        ? "true" : "false",
         s->engine_errors, s->engine_rejected);
 
     if (reported) {
-        ngx_http_prefix_aware_printf(w, ", \"age_ms\": %M",
-                                     ngx_http_prefix_aware_engine_age(
-                                         reported));
+        ngx_http_prefix_aware_printf(w, ", \"age_ms\": %M", age);
     }
 
     if (s->engine_capacity) {
@@ -704,7 +741,7 @@ ngx_http_prefix_aware_engine_prometheus(
                         continue;
                     }
 
-                    v = ngx_http_prefix_aware_engine_age(reported);
+                    v = pa_age(ngx_current_msec, reported);
                     div = 1000;
                     break;
 

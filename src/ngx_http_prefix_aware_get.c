@@ -3,7 +3,9 @@
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
  * The rounds of polls of models=discover and metrics=: every interval,
- * one worker asks every server of the upstream at once.  One GET of a
+ * one worker asks the round's servers at once (models=discover: every
+ * server of the upstream; metrics=: one server, each on its own
+ * schedule, so that a slow server delays only itself).  One GET of a
  * server's page (its /metrics, its /v1/models) on nginx's event loop:
  * HTTP/1.0, so that the answer ends when the server closes and is never
  * chunked; the head kept in a fixed buffer, the body given
@@ -14,6 +16,7 @@
 
 
 #include "ngx_http_prefix_aware.h"
+#include "pa_time.h"
 
 
 static void ngx_http_prefix_aware_get_write(ngx_event_t *wev);
@@ -49,16 +52,18 @@ ngx_http_prefix_aware_round_start(ngx_http_prefix_aware_round_t *rd,
  * a round starts an interval after the last one, by whichever worker's
  * timer fires first then: each sets its timer to the next round's time,
  * read from the zone, and a compare-and-swap of the round's time there
- * lets one of them through
+ * lets one of them through; with "busy", not while another worker's round
+ * is in progress (unless it outlived its time-out by an interval: that
+ * worker died).  The times are the workers' cached clocks, a few
+ * milliseconds apart: their differences are ages (pa_time.h)
  */
 
 static void
 ngx_http_prefix_aware_round_timer(ngx_event_t *ev)
 {
     ngx_uint_t                      j;
-    ngx_msec_t                      now, next;
-    ngx_msec_int_t                  elapsed, early;
-    ngx_atomic_uint_t               last;
+    ngx_msec_t                      now, age, early, next;
+    ngx_atomic_uint_t               last, busy;
     ngx_http_prefix_aware_round_t  *rd;
 
     rd = ev->data;
@@ -69,14 +74,15 @@ ngx_http_prefix_aware_round_timer(ngx_event_t *ev)
 
     now = ngx_current_msec;
     last = *rd->polled;
-    elapsed = (ngx_msec_int_t) (now - (ngx_msec_t) last);
+    busy = rd->busy ? *rd->busy : 0;
 
     /* a timer may fire a few milliseconds early as nginx rounds them */
 
-    early = (ngx_msec_int_t) ngx_min(5, rd->interval / 4);
+    early = ngx_min(5, rd->interval / 4);
 
     if (rd->pending == 0
-        && (last == 0 || elapsed >= (ngx_msec_int_t) rd->interval - early)
+        && (last == 0 || pa_age(now, last) + early >= rd->interval)
+        && (busy == 0 || pa_older(now, busy, rd->timeout + rd->interval))
         && ngx_atomic_cmp_set(rd->polled, last, now ? now : 1))
     {
         rd->pool = ngx_create_pool(4096, ev->log);
@@ -91,11 +97,16 @@ ngx_http_prefix_aware_round_timer(ngx_event_t *ev)
         }
 
         if (rd->pool) {
-            ngx_log_debug2(NGX_LOG_DEBUG_HTTP, ev->log, 0,
-                           "prefix_aware %s: polling the %ui servers",
-                           rd->name, rd->n);
+            ngx_log_debug3(NGX_LOG_DEBUG_HTTP, ev->log, 0,
+                           "prefix_aware %s: polling the %ui server%s",
+                           rd->name, rd->n, rd->n == 1 ? "" : "s");
 
             rd->pending = rd->n;
+            rd->started = now ? now : 1;
+
+            if (rd->busy) {
+                *rd->busy = rd->started;
+            }
 
             for (j = 0; j < rd->n && rd->pool; j++) {
                 rd->poll(rd, j);
@@ -103,15 +114,8 @@ ngx_http_prefix_aware_round_timer(ngx_event_t *ev)
         }
     }
 
-    last = *rd->polled;
-    elapsed = (ngx_msec_int_t) (now - (ngx_msec_t) last);
-
-    if (elapsed < 0 || elapsed >= (ngx_msec_int_t) rd->interval) {
-        next = rd->interval;
-
-    } else {
-        next = rd->interval - (ngx_msec_t) elapsed;
-    }
+    age = pa_age(now, *rd->polled);
+    next = (age >= rd->interval) ? rd->interval : rd->interval - age;
 
     ngx_add_timer(ev, ngx_max(next, 1));
 }
@@ -119,7 +123,9 @@ ngx_http_prefix_aware_round_timer(ngx_event_t *ev)
 
 /*
  * the configuration's pool goes (a process exits, or a single process
- * reloads): the timer and the GETs of a round in progress go with it
+ * reloads): the timer and the GETs of a round in progress go with it.
+ * "busy" is left: the zone's records may be freed by now (the process
+ * left the zone), and it lapses
  */
 
 void
@@ -147,14 +153,23 @@ ngx_http_prefix_aware_round_stop(ngx_http_prefix_aware_round_t *rd)
 }
 
 
-/* a server's poll has ended: the round's pool goes when all have */
+/*
+ * a server's poll has ended: the round's pool goes when all have, and
+ * "busy" is cleared, unless another worker took the round over
+ */
 
 void
 ngx_http_prefix_aware_round_done(ngx_http_prefix_aware_round_t *rd)
 {
-    if (--rd->pending == 0) {
-        ngx_destroy_pool(rd->pool);
-        rd->pool = NULL;
+    if (--rd->pending != 0) {
+        return;
+    }
+
+    ngx_destroy_pool(rd->pool);
+    rd->pool = NULL;
+
+    if (rd->busy) {
+        (void) ngx_atomic_cmp_set(rd->busy, rd->started, 0);
     }
 }
 
