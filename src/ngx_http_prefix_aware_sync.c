@@ -1077,7 +1077,11 @@ ngx_http_prefix_aware_sync_tick(ngx_event_t *ev)
 /*
  * the kernel's counts of the listening socket: the receive buffer it
  * has (twice "rcvbuf=", at most twice net.core.rmem_max) and the
- * datagrams it dropped, the buffer full (the "drops" of /proc/net/udp)
+ * datagrams it dropped, the buffer full: sk_drops, the "drops" of
+ * /proc/net/udp, read in one call on the page's request rather than
+ * parsed from /proc; SO_RXQ_OVFL would need the control messages of
+ * each datagram, which nginx's UDP read (ngx_event_recvmsg()) does not
+ * pass to a listening socket's handler
  */
 
 static ngx_int_t
