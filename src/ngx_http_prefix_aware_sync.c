@@ -15,10 +15,12 @@
  *     from this host: a peer keeps them by host and adds them to its own
  *     counts in the work bound (and against "threshold" with load=on).
  *
- * This file is the directive and the sending side.  Sending never
- * blocks: a datagram that the socket does not take is lost, and counted;
- * a queue that is full drops records, counted; a peer that is gone costs
- * a send.  Datagrams arrive on a UDP listening socket that nginx opens as
+ * This file is the directive and the sending side.  A flush goes to
+ * every peer in one sendmmsg() a socket (one unconnected socket for the
+ * IPv4 peers, one for the IPv6 ones).  Sending never blocks: a datagram
+ * that the socket does not take is lost, counted, and logged at most
+ * once in 10 s; a queue that is full drops records, counted; a peer
+ * that is gone costs its datagrams.  Datagrams arrive on a UDP listening socket that nginx opens as
  * it opens its others (kept over a reload); what is done with them is in
  * ngx_http_prefix_aware_sync_hosts.c.
  */
