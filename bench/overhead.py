@@ -203,6 +203,35 @@ def perf_stop(p, out):
     return total / PERF_HZ, module / PERF_HZ
 
 
+SYNC_ARMS = ("pa_sync", "pa_sync_before")
+SENDS = ("syscalls:sys_enter_sendmmsg", "syscalls:sys_enter_sendto",
+         "syscalls:sys_enter_sendmsg")
+
+
+def sends_start(pid, out):
+    """counts of an nginx's workers' send calls until sends_stop()"""
+    return subprocess.Popen([PERF, "stat", "-x", ",", "-o", out,
+                             "-e", ",".join(SENDS),
+                             "-p", ",".join(workers(pid))],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def sends_stop(p, out):
+    """the send calls (sendmmsg, sendto, sendmsg) counted"""
+    p.send_signal(2)
+    p.wait(timeout=60)
+    n = 0
+    with open(out) as f:
+        for line in f:
+            fields = line.strip().split(",")
+            if len(fields) > 2 and fields[2] in SENDS \
+                    and fields[0].isdigit():
+                n += int(fields[0])
+    os.unlink(out)
+    return n
+
+
 def cpu_seconds(pid):
     """user + system time of a process and its children (the workers)"""
     total = 0
@@ -369,12 +398,23 @@ def main(argv=None):
                 with open(script, "w") as f:
                     f.write(LUA % dict(size=size, kind=kind, n=BODIES))
                 for name in proxies:
+                    # the send calls of the sync arms, counted (--perf)
+                    counted = opts.perf and name in SYNC_ARMS
+                    if counted:
+                        sdata = os.path.join(tmp, "perf-stat.txt")
+                        stat = sends_start(pids[name], sdata)
+                        time.sleep(0.2)
                     cpu0 = cpu_seconds(pids[name])
                     lat = wrk(urls[name], script, 1, opts.duration, kind,
                               size, BODIES)
                     cpu = cpu_seconds(pids[name]) - cpu0
                     lat["cpu_us"] = (cpu * 1e6 / lat["requests"]
                                      if lat["requests"] else 0.0)
+                    if counted:
+                        lat["sends"] = sends_stop(stat, sdata) \
+                            / max(lat["requests"], 1)
+                        stat = sends_start(pids[name], sdata)
+                        time.sleep(0.2)
                     sampled = opts.perf and name not in ("direct",
                                                          "haproxy_hash")
                     if sampled:
@@ -387,6 +427,9 @@ def main(argv=None):
                     cpu = cpu_seconds(pids[name]) - cpu0
                     thr["cpu_us"] = (cpu * 1e6 / thr["requests"]
                                      if thr["requests"] else 0.0)
+                    if counted:
+                        thr["sends"] = sends_stop(stat, sdata) \
+                            / max(thr["requests"], 1)
                     if sampled:
                         # the worker idles before and after wrk: what
                         # was sampled is the run's requests
@@ -573,6 +616,27 @@ def main(argv=None):
                     med([a[1]["rps"] / b[1]["rps"] for a, b in pairs]),
                     min(a[1]["rps"] / b[1]["rps"] for a, b in pairs),
                     max(a[1]["rps"] / b[1]["rps"] for a, b in pairs))))
+    if any("sends" in r[1] for k, rs in runs.items() for r in rs):
+        lines += ["", "Send calls (`sendmmsg`, `sendto`, `sendmsg`: "
+                  "`perf stat` of the syscalls' tracepoints on the worker) "
+                  "a request, median of the rounds (their range); at c1 "
+                  "every request is alone in its turn of the event loop, "
+                  "the case the batching cannot help across requests:", "",
+                  "| body | arm | c1 calls/req | c%d calls/req |"
+                  % opts.conns, "|---|---|---|---|"]
+        for kind, size in cases:
+            for arm in SYNC_ARMS:
+                rs = runs.get((kind, size, arm))
+                if not rs or "sends" not in rs[0][1]:
+                    continue
+                c1 = [r[0]["sends"] for r in rs]
+                cn = [r[1]["sends"] for r in rs]
+                lines.append("| %s %d KB | %s | %.2f (%.2f..%.2f) | "
+                             "%.2f (%.2f..%.2f) |" % (
+                                 "raw /invocations" if kind == "raw" else
+                                 "OpenAI JSON", size // 1024, labels[arm],
+                                 med(c1), min(c1), max(c1),
+                                 med(cn), min(cn), max(cn)))
     for arm, sy in sorted(sync.items()):
         total = sum(r[0]["requests"] + r[1]["requests"]
                     for k, rs in runs.items() if k[2] == arm
