@@ -20,8 +20,9 @@
  * IPv4 peers, one for the IPv6 ones).  Sending never blocks: a datagram
  * that the socket does not take is lost, counted, and logged at most
  * once in 10 s; a queue that is full drops records, counted; a peer
- * that is gone costs its datagrams.  Datagrams arrive on a UDP listening socket that nginx opens as
- * it opens its others (kept over a reload); what is done with them is in
+ * that is gone costs its datagrams.  Datagrams arrive on a UDP
+ * listening socket that nginx opens as it opens its others (kept over a
+ * reload); what is done with them is in
  * ngx_http_prefix_aware_sync_hosts.c.
  */
 
