@@ -32,7 +32,8 @@
 #                      engines (other clients); every workload, 3 seeds;
 #                      results in bench/results/hosts/ (BENCH_HOSTS_ARGS)
 #   make bench-overhead the router overhead alone (bench/overhead.py): round
-#                      robin, prefix_aware index=off and the default side
+#                      robin, prefix_aware index=off, the default and the
+#                      default with prefix_aware_sync to 4 peers side
 #                      by side, 4 KB and 64 KB bodies; requests per second
 #                      and the proxy's CPU per request at one and at 32
 #                      connections (wrk, else build/bench/loadgen);

@@ -656,6 +656,18 @@ struct ngx_http_prefix_aware_sync_s {
     size_t                       qlen[NGX_HTTP_PREFIX_AWARE_SYNC_QUEUE];
     ngx_uint_t                             nqueued;
     pa_sync_dgram_t                        cur;
+    /* rcvbuf= (-1: the system's); per process: the listening socket,
+     * the sockets sent from (IPv4, IPv6), the messages of a flush, the
+     * send errors not yet logged (sync.c) */
+    int                                    rcvbuf;
+    ngx_socket_t                           listen_fd;
+    ngx_socket_t                           send_fd[2];
+    void                                  *msgs;
+    struct iovec                          *iov;
+    ngx_uint_t                             send_failed;
+    ngx_err_t                              send_err;
+    ngx_str_t                             *send_peer;
+    ngx_msec_t                             send_logged;
 };
 
 
@@ -799,6 +811,11 @@ void ngx_http_prefix_aware_sync_start(ngx_cycle_t *cycle,
 void ngx_http_prefix_aware_sync_record(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_uint_t server, uint64_t *blocks, uint32_t n, uint32_t cached,
     uint32_t size);
+void ngx_http_prefix_aware_sync_json_socket(
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_http_prefix_aware_writer_t *w);
+void ngx_http_prefix_aware_sync_prometheus_socket(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w);
 /* ngx_http_prefix_aware_sync_hosts.c */
 void ngx_http_prefix_aware_sync_servers(ngx_http_prefix_aware_sync_t *sy);
 uint64_t ngx_http_prefix_aware_sync_wall(void);

@@ -15,17 +15,24 @@
  *     from this host: a peer keeps them by host and adds them to its own
  *     counts in the work bound (and against "threshold" with load=on).
  *
- * This file is the directive and the sending side.  Sending never
- * blocks: a datagram that the socket does not take is lost, and counted;
- * a queue that is full drops records, counted; a peer that is gone costs
- * a send.  Datagrams arrive on a UDP listening socket that nginx opens as
- * it opens its others (kept over a reload); what is done with them is in
+ * This file is the directive and the sending side.  A flush goes to
+ * every peer in one sendmmsg() a socket (one unconnected socket for the
+ * IPv4 peers, one for the IPv6 ones).  Sending never blocks: a datagram
+ * that the socket does not take is lost, counted, and logged at most
+ * once in 10 s; a queue that is full drops records, counted; a peer
+ * that is gone costs its datagrams.  Datagrams arrive on a UDP
+ * listening socket that nginx opens as it opens its others (kept over a
+ * reload); what is done with them is in
  * ngx_http_prefix_aware_sync_hosts.c.
  */
 
 
 #include "ngx_http_prefix_aware.h"
 #include "pa_time.h"
+
+#if (NGX_HTTP_PREFIX_AWARE_HAVE_SO_MEMINFO)
+#include <linux/sock_diag.h>
+#endif
 
 
 #define NGX_HTTP_PREFIX_AWARE_SYNC_INTERVAL  20
@@ -35,8 +42,21 @@
 #define NGX_HTTP_PREFIX_AWARE_SYNC_SKEW_MIN  10
 #define NGX_HTTP_PREFIX_AWARE_SYNC_SKEW_MAX  60000
 
+/*
+ * each worker wakes every interval: 10 ms is 100 times a second, and
+ * half the default (5 ms bought nothing over 20 ms, docs/benchmarks.md)
+ */
+#define NGX_HTTP_PREFIX_AWARE_SYNC_INTERVAL_MIN  10
+
 #define NGX_HTTP_PREFIX_AWARE_SYNC_KEY_MIN   16
 #define NGX_HTTP_PREFIX_AWARE_SYNC_KEY_MAX   256
+
+/* key_file=: 128 bits at least, a file of 1 KB at most */
+#define NGX_HTTP_PREFIX_AWARE_SYNC_KEY_BYTES 16
+#define NGX_HTTP_PREFIX_AWARE_SYNC_KEY_FILE  1024
+
+/* a send error is logged at most once in 10 s by a worker and upstream */
+#define NGX_HTTP_PREFIX_AWARE_SYNC_LOG_EVERY 10000
 
 
 typedef struct {
@@ -45,9 +65,34 @@ typedef struct {
 } ngx_http_prefix_aware_sync_peer_t;
 
 
+/* a datagram to a peer, as sendmmsg() takes it (config: the check) */
+#if (NGX_HTTP_PREFIX_AWARE_HAVE_SENDMMSG)
+typedef struct mmsghdr  ngx_http_prefix_aware_sync_msg_t;
+#else
+typedef struct {
+    struct msghdr                       msg_hdr;
+} ngx_http_prefix_aware_sync_msg_t;
+#endif
+
+
 static ngx_int_t ngx_http_prefix_aware_sync_addr(ngx_conf_t *cf,
     ngx_str_t *value, ngx_addr_t *addr, const char *what);
 static uint64_t ngx_http_prefix_aware_sync_nonce(ngx_log_t *log);
+static ngx_int_t ngx_http_prefix_aware_sync_key_file(ngx_conf_t *cf,
+    ngx_http_prefix_aware_sync_t *sy, ngx_str_t *name);
+static ngx_int_t ngx_http_prefix_aware_sync_key_decode(u_char *text,
+    size_t len, u_char *key, size_t *n);
+static void ngx_http_prefix_aware_sync_send(ngx_http_prefix_aware_sync_t *sy,
+    ngx_uint_t *sent, ngx_uint_t *errors);
+#if !(NGX_HTTP_PREFIX_AWARE_HAVE_SENDMMSG)
+static int ngx_http_prefix_aware_sync_sendmmsg(ngx_socket_t fd,
+    ngx_http_prefix_aware_sync_msg_t *m, ngx_uint_t n);
+#endif
+static void ngx_http_prefix_aware_sync_send_failed(
+    ngx_http_prefix_aware_sync_t *sy, ngx_uint_t n, ngx_err_t err,
+    ngx_str_t *peer);
+static ngx_int_t ngx_http_prefix_aware_sync_meminfo(
+    ngx_http_prefix_aware_sync_t *sy, ngx_uint_t *rcvbuf, ngx_uint_t *drops);
 static void ngx_http_prefix_aware_sync_stop(void *data);
 static void ngx_http_prefix_aware_sync_flush(ngx_event_t *ev);
 static void ngx_http_prefix_aware_sync_tick(ngx_event_t *ev);
@@ -58,8 +103,9 @@ static size_t ngx_http_prefix_aware_sync_close(
 
 
 /*
- * prefix_aware_sync ADDRESS:PORT key=SECRET peer=ADDRESS:PORT ...
- *                   [interval=TIME] [skew=TIME] [load=on|work|off];
+ * prefix_aware_sync ADDRESS:PORT key_file=PATH|key=SECRET
+ *                   peer=ADDRESS:PORT ... [interval=TIME] [skew=TIME]
+ *                   [load=on|work|off] [rcvbuf=SIZE];
  */
 
 char *
@@ -67,8 +113,9 @@ ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_prefix_aware_srv_conf_t  *pacf = conf;
 
+    ssize_t                             size;
     ngx_str_t                          *value, s;
-    ngx_uint_t                          i, key;
+    ngx_uint_t                          i, key, file;
     ngx_http_prefix_aware_sync_t       *sy;
     ngx_http_prefix_aware_sync_peer_t  *peer;
 
@@ -97,6 +144,10 @@ ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     sy->interval = NGX_CONF_UNSET_MSEC;
     sy->skew = NGX_CONF_UNSET_MSEC;
     sy->load = NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_ALL;
+    sy->rcvbuf = -1;
+    sy->listen_fd = (ngx_socket_t) -1;
+    sy->send_fd[0] = (ngx_socket_t) -1;
+    sy->send_fd[1] = (ngx_socket_t) -1;
 
     if (ngx_http_prefix_aware_sync_addr(cf, &value[1], &sy->listen,
                                         "address")
@@ -107,7 +158,35 @@ ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     for (i = 2; i < cf->args->nelts; i++) {
 
-        if (ngx_strncmp(value[i].data, "key=", 4) == 0) {
+        if (ngx_strncmp(value[i].data, "key=", 4) == 0
+            || ngx_strncmp(value[i].data, "key_file=", 9) == 0)
+        {
+            file = (value[i].data[3] == '_');
+
+            if (key) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "\"%s\" in \"prefix_aware_sync\" is "
+                                   "duplicate: the key is given once, by "
+                                   "\"key_file=\" or \"key=\"",
+                                   file ? "key_file=" : "key=");
+                return NGX_CONF_ERROR;
+            }
+
+            key = 1;
+
+            if (file) {
+                s.data = value[i].data + 9;
+                s.len = value[i].len - 9;
+
+                if (ngx_http_prefix_aware_sync_key_file(cf, sy, &s)
+                    != NGX_OK)
+                {
+                    return NGX_CONF_ERROR;
+                }
+
+                continue;
+            }
+
             s.data = value[i].data + 4;
             s.len = value[i].len - 4;
 
@@ -124,7 +203,6 @@ ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             }
 
             pa_sync_key(&sy->key, s.data, s.len);
-            key = 1;
             continue;
         }
 
@@ -163,12 +241,14 @@ ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             sy->interval = ngx_parse_time(&s, 0);
 
             if (sy->interval == (ngx_msec_t) NGX_ERROR
-                || sy->interval < 1 || sy->interval > 1000)
+                || sy->interval < NGX_HTTP_PREFIX_AWARE_SYNC_INTERVAL_MIN
+                || sy->interval > 1000)
             {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                    "invalid \"interval\" value \"%V\" in "
                                    "\"prefix_aware_sync\", it must be a "
-                                   "time from 1ms to 1s", &s);
+                                   "time from %dms to 1s", &s,
+                                   NGX_HTTP_PREFIX_AWARE_SYNC_INTERVAL_MIN);
                 return NGX_CONF_ERROR;
             }
 
@@ -195,6 +275,24 @@ ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
+        if (ngx_strncmp(value[i].data, "rcvbuf=", 7) == 0) {
+            s.data = value[i].data + 7;
+            s.len = value[i].len - 7;
+
+            size = ngx_parse_size(&s);
+
+            if (size < 4096 || size > 1024 * 1024 * 1024) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid \"rcvbuf\" value \"%V\" in "
+                                   "\"prefix_aware_sync\", it must be a "
+                                   "size from 4k to 1g", &s);
+                return NGX_CONF_ERROR;
+            }
+
+            sy->rcvbuf = (int) size;
+            continue;
+        }
+
         if (ngx_strcmp(value[i].data, "load=on") == 0) {
             sy->load = NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_ALL;
             continue;
@@ -217,7 +315,8 @@ ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     if (!key) {
-        return "needs \"key=\", a secret the hosts share";
+        return "needs \"key_file=\" (or \"key=\"), a secret the hosts "
+               "share";
     }
 
     if (sy->peers.nelts == 0) {
@@ -269,6 +368,188 @@ ngx_http_prefix_aware_sync_addr(ngx_conf_t *cf, ngx_str_t *value,
     *addr = u.addrs[0];
     addr->name = *value;
 
+    return NGX_OK;
+}
+
+
+/*
+ * key_file=: 128 bits or more of randomness, read once as the
+ * configuration is (by the master, before any worker runs): hex digits
+ * ("openssl rand -hex 32") or base64, blanks and line breaks ignored.
+ * 16 bytes are SipHash's key as they are; more are reduced to 16 with
+ * XXH3-128.  Neither the text nor the key is logged
+ */
+
+static ngx_int_t
+ngx_http_prefix_aware_sync_key_file(ngx_conf_t *cf,
+    ngx_http_prefix_aware_sync_t *sy, ngx_str_t *name)
+{
+    u_char           *p, *q, *last;
+    u_char            buf[NGX_HTTP_PREFIX_AWARE_SYNC_KEY_FILE + 1];
+    u_char            key[NGX_HTTP_PREFIX_AWARE_SYNC_KEY_FILE];
+    size_t            n;
+    ssize_t           len;
+    ngx_fd_t          fd;
+    ngx_err_t         err;
+    ngx_str_t         file;
+    ngx_uint_t        i;
+    ngx_file_info_t   fi;
+
+    file = *name;
+
+    if (file.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "empty \"key_file\" in \"prefix_aware_sync\"");
+        return NGX_ERROR;
+    }
+
+    if (ngx_conf_full_name(cf->cycle, &file, 1) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    fd = ngx_open_file(file.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+
+    if (fd == NGX_INVALID_FILE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+                           "\"key_file\" \"%s\" of \"prefix_aware_sync\" "
+                           "cannot be opened", file.data);
+        return NGX_ERROR;
+    }
+
+    len = -1;
+    err = 0;
+
+    if (ngx_fd_info(fd, &fi) == NGX_FILE_ERROR) {
+        err = ngx_errno;
+
+    } else {
+        len = ngx_read_fd(fd, buf, sizeof(buf));
+
+        if (len == -1) {
+            err = ngx_errno;
+        }
+    }
+
+    (void) ngx_close_file(fd);
+
+    if (len == -1) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, err,
+                           "\"key_file\" \"%s\" of \"prefix_aware_sync\" "
+                           "cannot be read", file.data);
+        return NGX_ERROR;
+    }
+
+    if (len > NGX_HTTP_PREFIX_AWARE_SYNC_KEY_FILE) {
+        ngx_explicit_memzero(buf, sizeof(buf));
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"key_file\" \"%s\" of \"prefix_aware_sync\" "
+                           "is longer than %d bytes", file.data,
+                           NGX_HTTP_PREFIX_AWARE_SYNC_KEY_FILE);
+        return NGX_ERROR;
+    }
+
+    /* blanks and line breaks out ("openssl rand -base64 64" wraps) */
+
+    last = buf + len;
+    q = buf;
+
+    for (p = buf; p < last; p++) {
+        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') {
+            *q++ = *p;
+        }
+    }
+
+    n = 0;
+
+    if (ngx_http_prefix_aware_sync_key_decode(buf, q - buf, key, &n)
+        != NGX_OK
+        || n < NGX_HTTP_PREFIX_AWARE_SYNC_KEY_BYTES)
+    {
+        ngx_explicit_memzero(buf, sizeof(buf));
+        ngx_explicit_memzero(key, sizeof(key));
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid \"key_file\" \"%s\" of "
+                           "\"prefix_aware_sync\", it must hold at least "
+                           "128 bits: 32 or more hex digits, or the base64 "
+                           "of 16 or more bytes", file.data);
+        return NGX_ERROR;
+    }
+
+    if (n == NGX_HTTP_PREFIX_AWARE_SYNC_KEY_BYTES) {
+        sy->key.k0 = 0;
+        sy->key.k1 = 0;
+
+        for (i = 0; i < 8; i++) {
+            sy->key.k0 |= (uint64_t) key[i] << (8 * i);
+            sy->key.k1 |= (uint64_t) key[8 + i] << (8 * i);
+        }
+
+    } else {
+        pa_sync_key(&sy->key, key, n);
+    }
+
+    ngx_explicit_memzero(buf, sizeof(buf));
+    ngx_explicit_memzero(key, sizeof(key));
+
+    if (fi.st_mode & S_IROTH) {
+        ngx_conf_log_error(NGX_LOG_WARN, cf, 0,
+                           "\"key_file\" \"%s\" of \"prefix_aware_sync\" "
+                           "can be read by every user of the machine",
+                           file.data);
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * hex when every character is a hex digit (an even number of them),
+ * else base64 (or base64url); "key" has room for "len" bytes
+ */
+
+static ngx_int_t
+ngx_http_prefix_aware_sync_key_decode(u_char *text, size_t len, u_char *key,
+    size_t *n)
+{
+    u_char     c;
+    size_t     i;
+    ngx_int_t  hi, lo;
+    ngx_str_t  src, dst;
+
+    for (i = 0; i < len; i++) {
+        c = (u_char) (text[i] | 0x20);
+
+        if (!(text[i] >= '0' && text[i] <= '9') && !(c >= 'a' && c <= 'f')) {
+            break;
+        }
+    }
+
+    if (len && i == len) {
+        if (len % 2) {
+            return NGX_ERROR;
+        }
+
+        for (i = 0; i < len; i += 2) {
+            hi = ngx_hextoi(&text[i], 1);
+            lo = ngx_hextoi(&text[i + 1], 1);
+            key[i / 2] = (u_char) (hi << 4 | lo);
+        }
+
+        *n = len / 2;
+        return NGX_OK;
+    }
+
+    src.data = text;
+    src.len = len;
+    dst.data = key;
+
+    if (ngx_decode_base64(&dst, &src) != NGX_OK
+        && ngx_decode_base64url(&dst, &src) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    *n = dst.len;
     return NGX_OK;
 }
 
@@ -331,6 +612,7 @@ ngx_http_prefix_aware_sync_init(ngx_conf_t *cf,
     ls->log.handler = ngx_accept_log_error;
     ls->wildcard = ngx_inet_wildcard(sy->listen.sockaddr);
     ls->servers = sy;
+    ls->rcvbuf = sy->rcvbuf;
 
     sy->upstream = XXH3_64bits(pacf->upstream->host.data,
                                pacf->upstream->host.len);
@@ -341,7 +623,17 @@ ngx_http_prefix_aware_sync_init(ngx_conf_t *cf,
     sy->queue = ngx_palloc(cf->pool,
                            NGX_HTTP_PREFIX_AWARE_SYNC_QUEUE * PA_SYNC_MTU);
 
-    if (sy->by_hash == NULL || sy->by_server == NULL || sy->queue == NULL) {
+    /* the messages of a flush: every datagram queued to every peer */
+
+    sy->msgs = ngx_pcalloc(cf->pool,
+                           NGX_HTTP_PREFIX_AWARE_SYNC_QUEUE * sy->peers.nelts
+                           * sizeof(ngx_http_prefix_aware_sync_msg_t));
+    sy->iov = ngx_pcalloc(cf->pool, NGX_HTTP_PREFIX_AWARE_SYNC_QUEUE
+                                    * sizeof(struct iovec));
+
+    if (sy->by_hash == NULL || sy->by_server == NULL || sy->queue == NULL
+        || sy->msgs == NULL || sy->iov == NULL)
+    {
         return NGX_ERROR;
     }
 
@@ -361,15 +653,20 @@ ngx_http_prefix_aware_sync_init(ngx_conf_t *cf,
 }
 
 
-/* in each worker: a socket to each peer, the tick, the host's id */
+/*
+ * in each worker: a socket for the peers of each address family
+ * (unconnected, so that one sendmmsg() takes a flush to every peer),
+ * the listening socket (its kernel counts), the tick, the host's id
+ */
 
 void
 ngx_http_prefix_aware_sync_start(ngx_cycle_t *cycle,
     ngx_http_prefix_aware_main_conf_t *pamcf)
 {
     uint64_t                             id;
-    ngx_uint_t                           i, j;
+    ngx_uint_t                           i, j, f;
     ngx_socket_t                         fd;
+    ngx_listening_t                     *ls;
     ngx_http_prefix_aware_sync_t        *sy;
     ngx_http_prefix_aware_srv_conf_t   **pacf;
     ngx_http_prefix_aware_sync_peer_t   *peer;
@@ -402,9 +699,25 @@ ngx_http_prefix_aware_sync_start(ngx_cycle_t *cycle,
                                       (ngx_atomic_uint_t) id);
         }
 
+        ls = cycle->listening.elts;
+
+        for (j = 0; j < cycle->listening.nelts; j++) {
+            if (ls[j].type == SOCK_DGRAM && ls[j].servers == (void *) sy) {
+                sy->listen_fd = ls[j].fd;
+                break;
+            }
+        }
+
         peer = sy->peers.elts;
 
         for (j = 0; j < sy->peers.nelts; j++) {
+            f = (peer[j].addr.sockaddr->sa_family == AF_INET6);
+
+            if (sy->send_fd[f] != (ngx_socket_t) -1) {
+                peer[j].fd = sy->send_fd[f];
+                continue;
+            }
+
             fd = ngx_socket(peer[j].addr.sockaddr->sa_family, SOCK_DGRAM, 0);
 
             if (fd == (ngx_socket_t) -1) {
@@ -414,10 +727,7 @@ ngx_http_prefix_aware_sync_start(ngx_cycle_t *cycle,
                 continue;
             }
 
-            if (ngx_nonblocking(fd) == -1
-                || connect(fd, peer[j].addr.sockaddr, peer[j].addr.socklen)
-                   == -1)
-            {
+            if (ngx_nonblocking(fd) == -1) {
                 ngx_log_error(NGX_LOG_ALERT, cycle->log, ngx_socket_errno,
                               "prefix_aware_sync: socket to \"%V\" failed",
                               &peer[j].addr.name);
@@ -425,6 +735,7 @@ ngx_http_prefix_aware_sync_start(ngx_cycle_t *cycle,
                 continue;
             }
 
+            sy->send_fd[f] = fd;
             peer[j].fd = fd;
         }
 
@@ -493,11 +804,17 @@ ngx_http_prefix_aware_sync_stop(void *data)
     peer = sy->peers.elts;
 
     for (j = 0; j < sy->peers.nelts; j++) {
-        if (peer[j].fd != (ngx_socket_t) -1) {
-            (void) ngx_close_socket(peer[j].fd);
-            peer[j].fd = (ngx_socket_t) -1;
+        peer[j].fd = (ngx_socket_t) -1;
+    }
+
+    for (j = 0; j < 2; j++) {
+        if (sy->send_fd[j] != (ngx_socket_t) -1) {
+            (void) ngx_close_socket(sy->send_fd[j]);
+            sy->send_fd[j] = (ngx_socket_t) -1;
         }
     }
+
+    sy->listen_fd = (ngx_socket_t) -1;
 }
 
 
@@ -582,44 +899,29 @@ ngx_http_prefix_aware_sync_close(ngx_http_prefix_aware_sync_t *sy,
 }
 
 
-/* every datagram queued, to every peer; what a socket refuses is lost */
+/*
+ * every datagram queued, to every peer, in one sendmmsg() a socket: what
+ * a socket refuses is lost, counted, and logged at most once in 10 s
+ */
 
 static void
 ngx_http_prefix_aware_sync_flush(ngx_event_t *ev)
 {
     ngx_http_prefix_aware_sync_t *sy = ev->data;
 
-    ssize_t                              n;
-    ngx_uint_t                           i, j, sent, errors;
-    ngx_http_prefix_aware_sync_peer_t   *peer;
+    ngx_uint_t                             sent, errors;
     ngx_http_prefix_aware_shm_upstream_t  *up;
 
     (void) ngx_http_prefix_aware_sync_seal(sy);
 
-    peer = sy->peers.elts;
     up = sy->pacf->shm;
     sent = 0;
     errors = 0;
 
-    for (i = 0; i < sy->nqueued; i++) {
-        for (j = 0; j < sy->peers.nelts; j++) {
-            if (peer[j].fd == (ngx_socket_t) -1) {
-                continue;
-            }
-
-            n = send(peer[j].fd, sy->queue + i * PA_SYNC_MTU, sy->qlen[i],
-                     0);
-
-            if (n == (ssize_t) sy->qlen[i]) {
-                sent++;
-
-            } else {
-                errors++;
-            }
-        }
+    if (sy->nqueued) {
+        ngx_http_prefix_aware_sync_send(sy, &sent, &errors);
+        sy->nqueued = 0;
     }
-
-    sy->nqueued = 0;
 
     ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_SENT], sent);
 
@@ -627,6 +929,163 @@ ngx_http_prefix_aware_sync_flush(ngx_event_t *ev)
         ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_SEND_ERRORS],
                              errors);
     }
+
+    if (sy->send_failed
+        && (sy->send_logged == 0
+            || ngx_current_msec - sy->send_logged
+               >= NGX_HTTP_PREFIX_AWARE_SYNC_LOG_EVERY))
+    {
+        ngx_log_error(NGX_LOG_WARN, ev->log, sy->send_err,
+                      "prefix_aware_sync of upstream \"%V\": %ui "
+                      "datagram%s not sent since %s, the last to \"%V\"",
+                      &sy->pacf->upstream->host, sy->send_failed,
+                      sy->send_failed == 1 ? "" : "s",
+                      sy->send_logged ? "the last such message"
+                                      : "the worker started",
+                      sy->send_peer);
+
+        sy->send_failed = 0;
+        sy->send_logged = ngx_current_msec;
+    }
+}
+
+
+#if !(NGX_HTTP_PREFIX_AWARE_HAVE_SENDMMSG)
+
+/* sendmmsg() of a system without it: the messages one by one */
+
+static int
+ngx_http_prefix_aware_sync_sendmmsg(ngx_socket_t fd,
+    ngx_http_prefix_aware_sync_msg_t *m, ngx_uint_t n)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < n; i++) {
+        if (sendmsg(fd, &m[i].msg_hdr, 0) == -1) {
+            return i ? (int) i : -1;
+        }
+    }
+
+    return (int) n;
+}
+
+#endif
+
+
+/*
+ * the peers one after another, each with every datagram queued: the
+ * peers of one socket (of one address family) in one call.  a peer's
+ * datagram refused, its others are not tried (they would be refused
+ * alike: no route, a firewall); a socket that takes nothing more
+ * (EAGAIN, ENOBUFS), nothing more is tried on it this turn
+ */
+
+static void
+ngx_http_prefix_aware_sync_send(ngx_http_prefix_aware_sync_t *sy,
+    ngx_uint_t *sent, ngx_uint_t *errors)
+{
+    int                                  rc;
+    ngx_err_t                            err;
+    ngx_str_t                           *name;
+    ngx_uint_t                           i, j, k, n, nq, last, npeers;
+    ngx_uint_t                           who[NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS];
+    ngx_socket_t                         fd;
+    ngx_http_prefix_aware_sync_msg_t    *m;
+    ngx_http_prefix_aware_sync_peer_t   *peer;
+
+    m = sy->msgs;
+    peer = sy->peers.elts;
+    nq = sy->nqueued;
+
+    for (i = 0; i < nq; i++) {
+        sy->iov[i].iov_base = sy->queue + i * PA_SYNC_MTU;
+        sy->iov[i].iov_len = sy->qlen[i];
+    }
+
+    j = 0;
+
+    while (j < sy->peers.nelts) {
+        fd = peer[j].fd;
+
+        if (fd == (ngx_socket_t) -1) {
+            j++;
+            continue;
+        }
+
+        /* the peers from "j" on that are sent to from "fd" */
+
+        n = 0;
+        npeers = 0;
+
+        for ( /* void */ ; j < sy->peers.nelts; j++) {
+            if (peer[j].fd == (ngx_socket_t) -1) {
+                continue;
+            }
+
+            if (peer[j].fd != fd) {
+                break;
+            }
+
+            who[npeers++] = j;
+
+            for (i = 0; i < nq; i++) {
+                m[n].msg_hdr.msg_name = peer[j].addr.sockaddr;
+                m[n].msg_hdr.msg_namelen = peer[j].addr.socklen;
+                m[n].msg_hdr.msg_iov = &sy->iov[i];
+                m[n].msg_hdr.msg_iovlen = 1;
+                n++;
+            }
+        }
+
+        k = 0;
+
+        while (k < n) {
+#if (NGX_HTTP_PREFIX_AWARE_HAVE_SENDMMSG)
+            rc = sendmmsg(fd, &m[k], n - k, 0);
+#else
+            rc = ngx_http_prefix_aware_sync_sendmmsg(fd, &m[k], n - k);
+#endif
+
+            if (rc > 0) {
+                *sent += rc;
+                k += rc;
+                continue;
+            }
+
+            err = ngx_socket_errno;
+
+            if (rc == -1 && err == NGX_EINTR) {
+                continue;
+            }
+
+            if (rc == 0 || err == NGX_EAGAIN || err == ENOBUFS) {
+                last = n;
+
+            } else {
+                last = (k / nq + 1) * nq;
+            }
+
+            name = &peer[who[k / nq]].addr.name;
+
+            ngx_log_debug3(NGX_LOG_DEBUG_HTTP, sy->flush.log, err,
+                           "prefix_aware_sync: %ui datagrams to \"%V\" "
+                           "and after not sent, of %ui", last - k, name, n);
+
+            ngx_http_prefix_aware_sync_send_failed(sy, last - k, err, name);
+            *errors += last - k;
+            k = last;
+        }
+    }
+}
+
+
+static void
+ngx_http_prefix_aware_sync_send_failed(ngx_http_prefix_aware_sync_t *sy,
+    ngx_uint_t n, ngx_err_t err, ngx_str_t *peer)
+{
+    sy->send_failed += n;
+    sy->send_err = err;
+    sy->send_peer = peer;
 }
 
 
@@ -705,3 +1164,115 @@ ngx_http_prefix_aware_sync_tick(ngx_event_t *ev)
 }
 
 
+
+
+/*
+ * the kernel's counts of the listening socket: the receive buffer it
+ * has (twice "rcvbuf=", at most twice net.core.rmem_max) and the
+ * datagrams it dropped, the buffer full: sk_drops, the "drops" of
+ * /proc/net/udp, read in one call on the page's request rather than
+ * parsed from /proc; SO_RXQ_OVFL would need the control messages of
+ * each datagram, which nginx's UDP read (ngx_event_recvmsg()) does not
+ * pass to a listening socket's handler
+ */
+
+static ngx_int_t
+ngx_http_prefix_aware_sync_meminfo(ngx_http_prefix_aware_sync_t *sy,
+    ngx_uint_t *rcvbuf, ngx_uint_t *drops)
+{
+#if (NGX_HTTP_PREFIX_AWARE_HAVE_SO_MEMINFO)
+
+    uint32_t   mem[SK_MEMINFO_VARS];
+    socklen_t  len;
+
+    if (sy->listen_fd == (ngx_socket_t) -1) {
+        return NGX_DECLINED;
+    }
+
+    len = sizeof(mem);
+
+    if (getsockopt(sy->listen_fd, SOL_SOCKET, SO_MEMINFO, mem, &len) == -1
+        || len < (SK_MEMINFO_DROPS + 1) * sizeof(uint32_t))
+    {
+        return NGX_DECLINED;
+    }
+
+    *rcvbuf = mem[SK_MEMINFO_RCVBUF];
+    *drops = mem[SK_MEMINFO_DROPS];
+
+    return NGX_OK;
+
+#else
+
+    return NGX_DECLINED;
+
+#endif
+}
+
+
+void
+ngx_http_prefix_aware_sync_json_socket(ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_http_prefix_aware_writer_t *w)
+{
+    ngx_uint_t  rcvbuf, drops;
+
+    if (pacf->sync == NULL || pacf->shm == NULL) {
+        return;
+    }
+
+    if (ngx_http_prefix_aware_sync_meminfo(pacf->sync, &rcvbuf, &drops)
+        != NGX_OK)
+    {
+        ngx_http_prefix_aware_printf(w,
+            "      \"sync_socket\": { \"rcvbuf\": null, "
+            "\"kernel_drops\": null },\n");
+        return;
+    }
+
+    ngx_http_prefix_aware_printf(w,
+        "      \"sync_socket\": { \"rcvbuf\": %ui, \"kernel_drops\": %ui },\n",
+        rcvbuf, drops);
+}
+
+
+void
+ngx_http_prefix_aware_sync_prometheus_socket(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w)
+{
+    ngx_uint_t                          i, f, any, v[2];
+    ngx_http_prefix_aware_srv_conf_t  **pacf, *c;
+
+    pacf = pamcf->upstreams.elts;
+
+    for (f = 0; f < 2; f++) {
+        any = 0;
+
+        for (i = 0; i < pamcf->upstreams.nelts; i++) {
+            c = pacf[i];
+
+            if (c->sync == NULL || c->shm == NULL
+                || ngx_http_prefix_aware_sync_meminfo(c->sync, &v[0], &v[1])
+                   != NGX_OK)
+            {
+                continue;
+            }
+
+            if (!any) {
+                ngx_http_prefix_aware_family(w,
+                    f ? "sync_kernel_drops_total" : "sync_rcvbuf_bytes",
+                    f ? "counter" : "gauge",
+                    f ? "Datagrams to prefix_aware_sync's listening socket "
+                        "that the kernel dropped, its receive buffer full"
+                      : "The receive buffer of prefix_aware_sync's "
+                        "listening socket, as the kernel has it");
+                any = 1;
+            }
+
+            ngx_http_prefix_aware_printf(w,
+                "nginx_prefix_aware_%s{upstream=\"%V\"} %ui\n",
+                f ? "sync_kernel_drops_total" : "sync_rcvbuf_bytes",
+                &label[i][0], v[f]);
+        }
+    }
+}
