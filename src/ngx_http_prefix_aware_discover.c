@@ -26,6 +26,9 @@
 /* a poll's timeout, at most, in milliseconds */
 #define NGX_HTTP_PREFIX_AWARE_MODELS_WAIT   2000
 
+/* a server's refused ids are logged at most once in this many seconds */
+#define NGX_HTTP_PREFIX_AWARE_MODELS_WARN   60
+
 
 /* a poll of one server's /v1/models */
 typedef struct {
@@ -53,6 +56,9 @@ static void ngx_http_prefix_aware_models_done(
     ngx_http_prefix_aware_poll_t *p, const char *error);
 static void ngx_http_prefix_aware_models_apply(
     ngx_http_prefix_aware_poll_t *p, ngx_uint_t ok);
+static ngx_uint_t ngx_http_prefix_aware_models_keep(
+    ngx_http_prefix_aware_poll_t *p, ngx_http_prefix_aware_shm_mserver_t *rec,
+    uint64_t *listed, uint64_t *own);
 
 
 static ngx_str_t  ngx_http_prefix_aware_models_uri = ngx_string("/v1/models");
@@ -252,9 +258,9 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
     time_t                                now;
     ngx_msec_t                            hold;
     uint64_t                    listed[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
-    ngx_int_t                             k;
+    uint64_t                    own[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
     ngx_str_t                            *name;
-    ngx_uint_t                            i, changed, full;
+    ngx_uint_t                            changed, refused, warn, kept;
     ngx_slab_pool_t                      *shpool;
     ngx_http_prefix_aware_models_t       *m;
     ngx_http_prefix_aware_models_shm_t   *sh;
@@ -266,7 +272,9 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
     name = &m->pacf->names[p->server];
     now = ngx_time();
     changed = 0;
-    full = p->dropped;
+    refused = 0;
+    warn = 0;
+    kept = 0;
 
     ngx_shmtx_lock(&shpool->mutex);
 
@@ -283,20 +291,7 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
     }
 
     if (ok) {
-        ngx_memzero(listed, sizeof(listed));
-
-        for (i = 0; i < p->nids; i++) {
-            k = ngx_http_prefix_aware_models_slot(sh, p->ids[i],
-                                                  p->names[i].name,
-                                                  p->names[i].len, listed, 0);
-            if (k < 0) {
-                full++;
-                continue;
-            }
-
-            listed[k / 64] |= (uint64_t) 1 << (k % 64);
-            sh->model[k].seen = now;
-        }
+        refused = ngx_http_prefix_aware_models_keep(p, rec, listed, own);
 
         if (rec->wild || ngx_memcmp(listed, rec->listed, sizeof(listed)) != 0)
         {
@@ -307,11 +302,31 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
             ngx_log_error(NGX_LOG_NOTICE, m->round.timer.log, 0,
                           "prefix_aware: server \"%V\" of upstream \"%V\" "
                           "lists %ui models", name, &m->pacf->upstream->host,
-                          p->nids);
+                          p->nids + p->dropped);
+        }
+
+        /*
+         * refusals are logged at once, then at most once a minute by any
+         * worker while they last; their end once after that
+         */
+
+        if (refused
+            && (rec->warned == 0
+                || now - rec->warned >= NGX_HTTP_PREFIX_AWARE_MODELS_WARN))
+        {
+            rec->warned = now;
+            rec->warning = 1;
+            warn = 1;
+
+        } else if (refused == 0 && rec->warning) {
+            rec->warning = 0;
+            kept = 1;
         }
 
         ngx_memcpy(rec->listed, listed, sizeof(listed));
+        ngx_memcpy(rec->own, own, sizeof(own));
         rec->nmodels = p->nids + p->dropped;
+        rec->refused = refused;
         rec->answered = now;
         rec->answered_ms = ngx_current_msec;
         rec->failing = 0;
@@ -351,9 +366,136 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
         sh->version++;
     }
 
-    if (full) {
-        ngx_atomic_fetch_add(&sh->full, full);
+    if (refused) {
+        ngx_atomic_fetch_add(&sh->full, refused);
     }
 
     ngx_shmtx_unlock(&shpool->mutex);
+
+    if (warn) {
+        ngx_log_error(NGX_LOG_WARN, m->round.timer.log, 0,
+                      "prefix_aware: server \"%V\" of upstream \"%V\" lists "
+                      "%ui models, %ui refused a slot in the models zone "
+                      "(a server's share: %ui of %d slots, the others' "
+                      "models keep theirs); a refused model has no known "
+                      "set, all servers", name, &m->pacf->upstream->host,
+                      p->nids + p->dropped, refused, m->share,
+                      NGX_HTTP_PREFIX_AWARE_MAX_MODELS);
+
+    } else if (kept) {
+        ngx_log_error(NGX_LOG_NOTICE, m->round.timer.log, 0,
+                      "prefix_aware: server \"%V\" of upstream \"%V\" lists "
+                      "%ui models, none refused", name,
+                      &m->pacf->upstream->host, p->nids + p->dropped);
+    }
+}
+
+
+/*
+ * the slots of a server's list (under the zone's lock): "listed", the
+ * slots of its ids; "own", the first "share" of them, which it holds
+ * against the others.  The ids that have a slot come first, so that its
+ * share goes to the models it had; a new id takes a free slot, else one
+ * of a model no server lists, else, while the server is within its
+ * share, one that is listed only past the other servers' shares.  The
+ * ids that find none are refused: their number
+ */
+
+static ngx_uint_t
+ngx_http_prefix_aware_models_keep(ngx_http_prefix_aware_poll_t *p,
+    ngx_http_prefix_aware_shm_mserver_t *rec, uint64_t *listed, uint64_t *own)
+{
+    time_t                                now;
+    uint64_t                              bit;
+    ngx_int_t                             k;
+    ngx_uint_t                            i, w, pass, nown, refused;
+    ngx_http_prefix_aware_models_t       *m;
+    ngx_http_prefix_aware_models_shm_t   *sh;
+    ngx_http_prefix_aware_shm_mserver_t  *r;
+    uint64_t                    all[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+    uint64_t                    others[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+    uint64_t                    kept[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+
+    m = p->models;
+    sh = m->sh;
+    now = ngx_time();
+    nown = 0;
+    refused = p->dropped;
+
+    ngx_memzero(listed, NGX_HTTP_PREFIX_AWARE_MODELS_WORDS * sizeof(uint64_t));
+    ngx_memzero(own, NGX_HTTP_PREFIX_AWARE_MODELS_WORDS * sizeof(uint64_t));
+    ngx_memzero(all, sizeof(all));
+    ngx_memzero(others, sizeof(others));
+
+    /*
+     * what the others hold: the declared models, and the shares of the
+     * servers of this configuration that list (a server that counts as
+     * serving every model, or that only an older configuration has, holds
+     * none)
+     */
+
+    for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
+        if (sh->model[i].hash && sh->model[i].declared) {
+            others[i / 64] |= (uint64_t) 1 << (i % 64);
+        }
+    }
+
+    for (r = sh->servers; r; r = r->next) {
+        for (w = 0; w < NGX_HTTP_PREFIX_AWARE_MODELS_WORDS; w++) {
+            all[w] |= r->listed[w];
+
+            if (r != rec && !r->wild && r->gen_max >= m->generation) {
+                others[w] |= r->own[w];
+            }
+        }
+    }
+
+    for (pass = 0; pass < 2; pass++) {
+
+        for (i = 0; i < p->nids; i++) {
+            k = ngx_http_prefix_aware_models_find(sh, p->ids[i]);
+
+            if (pass == 0) {
+                /* an id with a slot, once */
+
+                if (k < 0 || (listed[k / 64] & ((uint64_t) 1 << (k % 64)))) {
+                    continue;
+                }
+
+            } else if (k >= 0) {
+                /* kept in the first pass, or a second time in a list */
+                continue;
+
+            } else {
+                for (w = 0; w < NGX_HTTP_PREFIX_AWARE_MODELS_WORDS; w++) {
+                    all[w] |= listed[w];
+                    kept[w] = others[w] | listed[w];
+                }
+
+                k = ngx_http_prefix_aware_models_slot(sh, p->ids[i],
+                                                      p->names[i].name,
+                                                      p->names[i].len, all,
+                                                      kept, nown < m->share);
+                if (k < 0) {
+                    refused++;
+                    continue;
+                }
+            }
+
+            bit = (uint64_t) 1 << (k % 64);
+
+            listed[k / 64] |= bit;
+
+            /* a declared model's slot is held for it: not of the share */
+
+            if (nown < m->share && !sh->model[k].declared) {
+                own[k / 64] |= bit;
+                nown++;
+            }
+
+            sh->model[k].seen = now;
+        }
+    }
+
+    return refused;
 }

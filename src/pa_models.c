@@ -186,6 +186,73 @@ pa_models_hash(const unsigned char *name, size_t len)
 }
 
 
+unsigned
+pa_models_share(unsigned slots, unsigned declared, unsigned servers)
+{
+    unsigned  share;
+
+    if (declared >= slots || servers == 0) {
+        return 1;
+    }
+
+    share = (slots - declared) / servers;
+
+    return share ? share : 1;
+}
+
+
+int
+pa_models_pick(unsigned n, const uint64_t *used, const uint64_t *listed,
+    const uint64_t *kept, int evict)
+{
+    unsigned  w;
+    uint64_t  free;
+
+    /* a free slot, then one of a model nobody lists, then one to evict */
+
+    for (w = 0; w < n / 64; w++) {
+        free = ~used[w];
+
+        if (free) {
+            return (int) (w * 64 + __builtin_ctzll(free));
+        }
+    }
+
+    for (w = 0; w < n / 64; w++) {
+        free = ~(listed[w] | kept[w]);
+
+        if (free) {
+            return (int) (w * 64 + __builtin_ctzll(free));
+        }
+    }
+
+    for (w = 0; evict && w < n / 64; w++) {
+        free = ~kept[w];
+
+        if (free) {
+            return (int) (w * 64 + __builtin_ctzll(free));
+        }
+    }
+
+    return -1;
+}
+
+
+unsigned
+pa_models_count(unsigned n, const uint64_t *set)
+{
+    unsigned  w, count;
+
+    count = 0;
+
+    for (w = 0; w < n / 64; w++) {
+        count += (unsigned) __builtin_popcountll(set[w]);
+    }
+
+    return count;
+}
+
+
 /* one byte: 0 read, 1 to be read again (it ended a number), -1 refused */
 
 static int

@@ -86,5 +86,27 @@ int pa_models_parse(const unsigned char *p, size_t n, pa_models_id_pt id,
 /* the hash a model name is known by: XXH3 of its bytes, never 0 */
 uint64_t pa_models_hash(const unsigned char *name, size_t len);
 
+/*
+ * the slots of a zone of "slots" that one of "servers" servers holds
+ * whatever the others list: an equal part of those not taken by the
+ * "declared" models, at least 1 (then, with more servers than slots, no
+ * longer held whatever the others list)
+ */
+unsigned pa_models_share(unsigned slots, unsigned declared,
+    unsigned servers);
+
+/*
+ * the slot for a new model, of "n" (a multiple of 64) described by
+ * bitmaps of n bits: the first free one (not in "used"), else the first
+ * in neither "listed" nor "kept" (a model no server lists), else, with
+ * "evict", the first not in "kept" (a model listed only past a server's
+ * share); -1 if none
+ */
+int pa_models_pick(unsigned n, const uint64_t *used, const uint64_t *listed,
+    const uint64_t *kept, int evict);
+
+/* the bits set in the "n" bits (a multiple of 64) of "set" */
+unsigned pa_models_count(unsigned n, const uint64_t *set);
+
 
 #endif /* _PA_MODELS_H_INCLUDED_ */

@@ -7,7 +7,8 @@
  * streaming scan (pa_models_feed()) of 128 full vLLM cards in pieces of
  * every size from 1 to 600 bytes, cut anywhere, and 10 MB read
  * in the scanner's few hundred bytes; and that an id and an OpenAI body's
- * "model" have the same hash.
+ * "model" have the same hash; a server's share of the models zone and the
+ * slot a new model takes (pa_models_share(), pa_models_pick()).
  */
 
 
@@ -420,6 +421,165 @@ test_hash(void)
 }
 
 
+/* a server's share of the zone's slots */
+
+static void
+test_share(void)
+{
+    CHECK(pa_models_share(128, 0, 1) == 128);
+    CHECK(pa_models_share(128, 0, 2) == 64);
+    CHECK(pa_models_share(128, 0, 3) == 42);
+    CHECK(pa_models_share(128, 8, 4) == 30);
+    CHECK(pa_models_share(128, 0, 128) == 1);
+
+    /* more servers than slots, or every slot declared: one, not held */
+
+    CHECK(pa_models_share(128, 0, 200) == 1);
+    CHECK(pa_models_share(128, 128, 2) == 1);
+    CHECK(pa_models_share(128, 0, 0) == 1);
+
+    /* the shares of all servers and the declared models fit the slots */
+
+    {
+        unsigned  d, n;
+
+        for (d = 0; d < 128; d += 7) {
+            for (n = 1; n <= 128 - d; n++) {
+                CHECK_MSG(n * pa_models_share(128, d, n) + d <= 128,
+                          "declared %u servers %u", d, n);
+            }
+        }
+    }
+}
+
+
+#define BIT(set, i)  ((set)[(i) / 64] |= (uint64_t) 1 << ((i) % 64))
+
+
+/* the slot a new model takes */
+
+static void
+test_pick(void)
+{
+    int       i;
+    uint64_t  used[2], listed[2], kept[2];
+
+    memset(used, 0, sizeof(used));
+    memset(listed, 0, sizeof(listed));
+    memset(kept, 0, sizeof(kept));
+
+    /* an empty zone: the first slot */
+
+    CHECK(pa_models_pick(128, used, listed, kept, 0) == 0);
+
+    /* the first free one, in the second word too */
+
+    used[0] = ~(uint64_t) 0;
+    BIT(used, 64);
+    CHECK(pa_models_pick(128, used, listed, kept, 0) == 65);
+
+    /* all taken: a model nobody lists, even without "evict" */
+
+    used[1] = ~(uint64_t) 0;
+    listed[0] = ~(uint64_t) 0;
+    listed[1] = ~(uint64_t) 0 & ~((uint64_t) 1 << 40);
+    CHECK(pa_models_pick(128, used, listed, kept, 0) == 104);
+
+    /* a model nobody lists but that is kept (declared): not taken */
+
+    BIT(kept, 104);
+    CHECK(pa_models_pick(128, used, listed, kept, 0) == -1);
+
+    /* every model listed: none without "evict" */
+
+    listed[1] = ~(uint64_t) 0;
+    CHECK(pa_models_pick(128, used, listed, kept, 0) == -1);
+
+    /* with it, the first listed only past the shares */
+
+    kept[0] = ~(uint64_t) 0;
+    kept[1] = ~(uint64_t) 0 & ~((uint64_t) 1 << 9);
+    CHECK(pa_models_pick(128, used, listed, kept, 1) == 73);
+
+    /* all kept: none, evict or not */
+
+    BIT(kept, 73);
+    CHECK(pa_models_pick(128, used, listed, kept, 1) == -1);
+
+    /* a free slot comes before one nobody lists, and one to evict */
+
+    memset(listed, 0, sizeof(listed));
+    memset(kept, 0, sizeof(kept));
+    used[1] &= ~((uint64_t) 1 << 63);
+    CHECK(pa_models_pick(128, used, listed, kept, 1) == 127);
+
+    CHECK(pa_models_count(128, used) == 127);
+    CHECK(pa_models_count(128, kept) == 0);
+
+    for (i = 0; i < 128; i++) {
+        BIT(kept, i);
+    }
+
+    CHECK(pa_models_count(128, kept) == 128);
+}
+
+
+/*
+ * the issue 42 case, as the discovery uses pick: one server lists 128
+ * ids, then another a new one; the second takes a slot of the first's
+ * past its share, and no server's share is ever taken
+ */
+
+static void
+test_one_takes_all(void)
+{
+    int       k, i;
+    unsigned  share;
+    uint64_t  used[2], listed[2], kept[2], own_a[2];
+
+    memset(used, 0, sizeof(used));
+    memset(listed, 0, sizeof(listed));
+    memset(own_a, 0, sizeof(own_a));
+
+    share = pa_models_share(128, 0, 2);
+
+    /* A: the first 64 are its share, the next 64 free slots it borrows */
+
+    for (i = 0; i < 128; i++) {
+        memset(kept, 0, sizeof(kept));
+        kept[0] = listed[0];
+        kept[1] = listed[1];
+
+        k = pa_models_pick(128, used, listed, kept, i < (int) share);
+        CHECK(k == i);
+
+        BIT(used, k);
+        BIT(listed, k);
+
+        if (i < (int) share) {
+            BIT(own_a, k);
+        }
+    }
+
+    /* B, within its share: one of A's past its share */
+
+    k = pa_models_pick(128, used, listed, own_a, 1);
+    CHECK(k == 64);
+
+    /* B past its share (none of its own): nothing */
+
+    CHECK(pa_models_pick(128, used, listed, own_a, 0) == -1);
+
+    /* and A's share is never what B takes */
+
+    for (i = 0; i < 64; i++) {
+        BIT(own_a, 64 + i);
+        k = pa_models_pick(128, used, listed, own_a, 1);
+        CHECK(k == (i < 63 ? 65 + i : -1));
+    }
+}
+
+
 int
 main(void)
 {
@@ -429,6 +589,9 @@ main(void)
     test_stream();
     test_stream_tokens();
     test_hash();
+    test_share();
+    test_pick();
+    test_one_takes_all();
 
     return UNIT_DONE();
 }
