@@ -441,10 +441,15 @@ ngx_http_prefix_aware_models_keep(ngx_http_prefix_aware_poll_t *p,
     }
 
     for (r = sh->servers; r; r = r->next) {
+        if (r == rec) {
+            /* its last list is replaced: its slots are for this one */
+            continue;
+        }
+
         for (w = 0; w < NGX_HTTP_PREFIX_AWARE_MODELS_WORDS; w++) {
             all[w] |= r->listed[w];
 
-            if (r != rec && !r->wild && r->gen_max >= m->generation) {
+            if (!r->wild && r->gen_max >= m->generation) {
                 others[w] |= r->own[w];
             }
         }
