@@ -486,7 +486,7 @@ struct ngx_http_prefix_aware_shm_mserver_s {
     ngx_uint_t                             wild;      /* serves all */
     ngx_uint_t                             nmodels;
     ngx_uint_t                             refused;   /* of its last list */
-    time_t                                 warned;    /* refusals logged */
+    ngx_msec_t                             warned;    /* refusals logged */
     ngx_uint_t                             warning;   /* until all kept */
     uint64_t                     listed[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
 

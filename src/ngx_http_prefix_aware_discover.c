@@ -14,6 +14,7 @@
 
 
 #include "ngx_http_prefix_aware.h"
+#include "pa_time.h"
 
 
 /* the largest /v1/models body read (scanned as it comes, not kept) */
@@ -26,8 +27,8 @@
 /* a poll's timeout, at most, in milliseconds */
 #define NGX_HTTP_PREFIX_AWARE_MODELS_WAIT   2000
 
-/* a server's refused ids are logged at most once in this many seconds */
-#define NGX_HTTP_PREFIX_AWARE_MODELS_WARN   60
+/* a server's refused ids are logged at most once in this many ms */
+#define NGX_HTTP_PREFIX_AWARE_MODELS_WARN   60000
 
 
 /* a poll of one server's /v1/models */
@@ -307,14 +308,16 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
 
         /*
          * refusals are logged at once, then at most once a minute by any
-         * worker while they last; their end once after that
+         * worker while they last (the monotonic clock, as "hold" below);
+         * their end once after that
          */
 
         if (refused
             && (rec->warned == 0
-                || now - rec->warned >= NGX_HTTP_PREFIX_AWARE_MODELS_WARN))
+                || pa_age(ngx_current_msec, rec->warned)
+                   >= NGX_HTTP_PREFIX_AWARE_MODELS_WARN))
         {
-            rec->warned = now;
+            rec->warned = ngx_current_msec;
             rec->warning = 1;
             warn = 1;
 

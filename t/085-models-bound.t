@@ -14,7 +14,8 @@
 # server and how many ids were refused, at most once a minute).  The 20
 # requests of "lora-new" all go to B.  Then: A's own share keeps routing
 # to A, a churn of A's list leaves B's models alone, a list of 300 ids is
-# counted, and the refusals end (a notice) once B unloads its adapter.
+# counted, a second warn comes a minute after the first while refusals
+# last, and they end (a notice) once B unloads its adapter.
 #
 # With the code before, the requests of "lora-new" went to both servers
 # and nothing was logged.  nginx runs with two workers and a master.
@@ -198,6 +199,21 @@ is record('a')->{models}, 128, 'A still lists 128';
     ok wait_until(sub { (record('a')->{models} // 0) == 300 }, 3), 'A lists 300';
     is record('a')->{refused}, 300 - 127, '173 refused: 127 kept (base, 126 slots), lora-new untouched';
     is servers_of('lora-new'), 'b', 'lora-new still on B';
+}
+
+# while they last, the refusals are logged again a minute after the first
+# warn (by whichever worker polls then), not once a worker's life
+
+{
+    my $when = sub {
+        map { /^(\d+)\/(\d+)\/(\d+) (\d+):(\d+):(\d+) \[warn\].*$A lists \d+ models, \d+ refused/
+              ? $4 * 3600 + $5 * 60 + $6 : () } $ng->log($from);
+    };
+    ok wait_until(sub { $when->() >= 2 }, 65), 'a second warn line within 65 s of the first';
+    my @t = $when->();
+    cmp_ok $t[1] - $t[0], '>=', 59, sprintf 'a minute after the first (%d s)', $t[1] - $t[0];
+    like join("\n", $ng->log($from)), qr/$A lists 300 models, 173 refused a slot/,
+         'it says the count of now: 300 listed, 173 refused';
 }
 
 # B unloads its adapter: A gets the slot back, the refusals end
