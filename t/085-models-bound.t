@@ -211,7 +211,8 @@ is record('a')->{models}, 128, 'A still lists 128';
     };
     ok wait_until(sub { $when->() >= 2 }, 65), 'a second warn line within 65 s of the first';
     my @t = $when->();
-    cmp_ok $t[1] - $t[0], '>=', 59, sprintf 'a minute after the first (%d s)', $t[1] - $t[0];
+    my $gap = ($t[1] // 0) - ($t[0] // 0);
+    cmp_ok $gap, '>=', 59, "a minute after the first ($gap s)";
     like join("\n", $ng->log($from)), qr/$A lists 300 models, 173 refused a slot/,
          'it says the count of now: 300 listed, 173 refused';
 }
