@@ -485,6 +485,11 @@ ngx_http_prefix_aware_models_keep(ngx_http_prefix_aware_poll_t *p,
                                                       p->names[i].len, all,
                                                       kept, nown < m->share);
                 if (k < 0) {
+                    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, m->round.timer.log, 0,
+                                   "prefix_aware models: server %ui: "
+                                   "\"%*s\" refused a slot",
+                                   p->server, p->names[i].len,
+                                   p->names[i].name);
                     refused++;
                     continue;
                 }

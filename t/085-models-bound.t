@@ -168,6 +168,8 @@ is record('a')->{models}, 128, 'A still lists 128';
     like $warn[0] // '', qr/a server's share: 64 of 128 slots/, 'it gives the share';
     unlike join("\n", $ng->log($from)), qr/server "127\.0\.0\.1:$port{b}" of upstream "up" lists \d+ models, \d+ refused/,
            'nothing refused of B';
+    like join("\n", $ng->log($from)), qr/\[debug\].*prefix_aware models: server 0: "a-\d{3}" refused a slot/,
+         'the debug log names the id refused';
 }
 
 # A keeps its share: its first ids (and base, shared) route as listed
