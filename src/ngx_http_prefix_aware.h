@@ -805,6 +805,8 @@ ngx_int_t ngx_http_prefix_aware_models_find(
 ngx_int_t ngx_http_prefix_aware_models_slot(
     ngx_http_prefix_aware_models_shm_t *sh, uint64_t hash, u_char *name,
     size_t len, uint64_t *listed, uint64_t *kept, ngx_uint_t evict);
+void ngx_http_prefix_aware_models_take(ngx_http_prefix_aware_models_shm_t *sh,
+    ngx_uint_t k, uint64_t hash, u_char *name, size_t len);
 ngx_http_prefix_aware_shm_mserver_t *ngx_http_prefix_aware_models_record(
     ngx_http_prefix_aware_models_t *m, ngx_str_t *name);
 void ngx_http_prefix_aware_models_commit(

@@ -395,13 +395,14 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
 
 
 /*
- * the slots of a server's list (under the zone's lock): "listed", the
- * slots of its ids; "own", the first "share" of them, which it holds
- * against the others.  The ids that have a slot come first, so that its
- * share goes to the models it had; a new id takes a free slot, else one
- * of a model no server lists, else, while the server is within its
- * share, one that is listed only past the other servers' shares.  The
- * ids that find none are refused: their number
+ * the slots of a server's list (under the zone's lock), chosen by
+ * pa_models_keep(): "listed", the slots of its ids; "own", those it holds
+ * against the others, its share.  What the others hold: the declared
+ * models and the shares of the servers of this configuration that list
+ * (a server that counts as serving every model, or that only an older
+ * configuration has, holds none).  A slot given to a new model leaves
+ * the lists that had it.  The ids that find none are refused: their
+ * number
  */
 
 static ngx_uint_t
@@ -409,37 +410,30 @@ ngx_http_prefix_aware_models_keep(ngx_http_prefix_aware_poll_t *p,
     ngx_http_prefix_aware_shm_mserver_t *rec, uint64_t *listed, uint64_t *own)
 {
     time_t                                now;
-    uint64_t                              bit;
     ngx_int_t                             k;
-    ngx_uint_t                            i, w, pass, nown, refused;
+    ngx_uint_t                            i, w, refused;
     ngx_http_prefix_aware_models_t       *m;
     ngx_http_prefix_aware_models_shm_t   *sh;
     ngx_http_prefix_aware_shm_mserver_t  *r;
-    uint64_t                    all[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+    uint64_t                    hash[NGX_HTTP_PREFIX_AWARE_MAX_MODELS];
+    uint64_t                    declared[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
     uint64_t                    others[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
-    uint64_t                    kept[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+    uint64_t                    held[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+    int                         slot[NGX_HTTP_PREFIX_AWARE_MAX_MODELS];
 
     m = p->models;
     sh = m->sh;
     now = ngx_time();
-    nown = 0;
-    refused = p->dropped;
 
-    ngx_memzero(listed, NGX_HTTP_PREFIX_AWARE_MODELS_WORDS * sizeof(uint64_t));
-    ngx_memzero(own, NGX_HTTP_PREFIX_AWARE_MODELS_WORDS * sizeof(uint64_t));
-    ngx_memzero(all, sizeof(all));
+    ngx_memzero(declared, sizeof(declared));
     ngx_memzero(others, sizeof(others));
-
-    /*
-     * what the others hold: the declared models, and the shares of the
-     * servers of this configuration that list (a server that counts as
-     * serving every model, or that only an older configuration has, holds
-     * none)
-     */
+    ngx_memzero(held, sizeof(held));
 
     for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
-        if (sh->model[i].hash && sh->model[i].declared) {
-            others[i / 64] |= (uint64_t) 1 << (i % 64);
+        hash[i] = sh->model[i].hash;
+
+        if (hash[i] && sh->model[i].declared) {
+            declared[i / 64] |= (uint64_t) 1 << (i % 64);
         }
     }
 
@@ -450,65 +444,37 @@ ngx_http_prefix_aware_models_keep(ngx_http_prefix_aware_poll_t *p,
         }
 
         for (w = 0; w < NGX_HTTP_PREFIX_AWARE_MODELS_WORDS; w++) {
-            all[w] |= r->listed[w];
+            others[w] |= r->listed[w];
 
             if (!r->wild && r->gen_max >= m->generation) {
-                others[w] |= r->own[w];
+                held[w] |= r->own[w];
             }
         }
     }
 
-    for (pass = 0; pass < 2; pass++) {
+    refused = pa_models_keep(NGX_HTTP_PREFIX_AWARE_MAX_MODELS, hash, declared,
+                             others, held, p->ids, p->nids, m->share, slot,
+                             listed, own);
 
-        for (i = 0; i < p->nids; i++) {
-            k = ngx_http_prefix_aware_models_find(sh, p->ids[i]);
+    for (i = 0; i < p->nids; i++) {
+        k = slot[i];
 
-            if (pass == 0) {
-                /* an id with a slot, once */
-
-                if (k < 0 || (listed[k / 64] & ((uint64_t) 1 << (k % 64)))) {
-                    continue;
-                }
-
-            } else if (k >= 0) {
-                /* kept in the first pass, or a second time in a list */
-                continue;
-
-            } else {
-                for (w = 0; w < NGX_HTTP_PREFIX_AWARE_MODELS_WORDS; w++) {
-                    all[w] |= listed[w];
-                    kept[w] = others[w] | listed[w];
-                }
-
-                k = ngx_http_prefix_aware_models_slot(sh, p->ids[i],
-                                                      p->names[i].name,
-                                                      p->names[i].len, all,
-                                                      kept, nown < m->share);
-                if (k < 0) {
-                    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, m->round.timer.log, 0,
-                                   "prefix_aware models: server %ui: "
-                                   "\"%*s\" refused a slot",
-                                   p->server, p->names[i].len,
-                                   p->names[i].name);
-                    refused++;
-                    continue;
-                }
-            }
-
-            bit = (uint64_t) 1 << (k % 64);
-
-            listed[k / 64] |= bit;
-
-            /* a declared model's slot is held for it: not of the share */
-
-            if (nown < m->share && !sh->model[k].declared) {
-                own[k / 64] |= bit;
-                nown++;
-            }
-
-            sh->model[k].seen = now;
+        if (k < 0) {
+            ngx_log_debug3(NGX_LOG_DEBUG_HTTP, m->round.timer.log, 0,
+                           "prefix_aware models: server %ui: "
+                           "\"%*s\" refused a slot",
+                           p->server, p->names[i].len, p->names[i].name);
+            continue;
         }
+
+        if (sh->model[k].hash != p->ids[i]) {
+            ngx_http_prefix_aware_models_take(sh, k, p->ids[i],
+                                              p->names[i].name,
+                                              p->names[i].len);
+        }
+
+        sh->model[k].seen = now;
     }
 
-    return refused;
+    return p->dropped + refused;
 }

@@ -146,11 +146,10 @@ ngx_http_prefix_aware_models_find(ngx_http_prefix_aware_models_shm_t *sh,
 
 
 /*
- * the slot of a model, made if need be (pa_models_pick()): a free one,
- * else one of a model in neither "listed" (what the servers list) nor
- * "kept" (what must stay: the declared models, the servers' shares, the
- * list being read); with "evict", else any slot not "kept", taken from
- * the lists that had it; -1 if none.  Under the zone's lock
+ * the slot of a declared model, made if need be (pa_models_pick()): a
+ * free one, else one of a model in neither "listed" (what the servers
+ * list) nor "kept" (the declared models); with "evict", else any slot
+ * not "kept"; -1 if none.  Under the zone's lock
  */
 
 ngx_int_t
@@ -158,12 +157,9 @@ ngx_http_prefix_aware_models_slot(ngx_http_prefix_aware_models_shm_t *sh,
     uint64_t hash, u_char *name, size_t len, uint64_t *listed, uint64_t *kept,
     ngx_uint_t evict)
 {
-    int                                   k;
-    uint64_t                              bit;
-    ngx_int_t                             i;
-    ngx_http_prefix_aware_shm_model_t    *s;
-    ngx_http_prefix_aware_shm_mserver_t  *rec;
-    uint64_t                    used[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+    int        k;
+    ngx_int_t  i;
+    uint64_t   used[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
 
     i = ngx_http_prefix_aware_models_find(sh, hash);
 
@@ -185,11 +181,29 @@ ngx_http_prefix_aware_models_slot(ngx_http_prefix_aware_models_shm_t *sh,
         return -1;
     }
 
-    bit = (uint64_t) 1 << (k % 64);
+    ngx_http_prefix_aware_models_take(sh, k, hash, name, len);
 
-    if (used[k / 64] & bit) {
+    return k;
+}
 
-        /* no server lists the model that had the slot any more */
+
+/*
+ * slot k is given to a model (under the zone's lock): the model it had
+ * leaves the servers' lists, its counters start again
+ */
+
+void
+ngx_http_prefix_aware_models_take(ngx_http_prefix_aware_models_shm_t *sh,
+    ngx_uint_t k, uint64_t hash, u_char *name, size_t len)
+{
+    uint64_t                              bit;
+    ngx_http_prefix_aware_shm_model_t    *s;
+    ngx_http_prefix_aware_shm_mserver_t  *rec;
+
+    s = &sh->model[k];
+
+    if (s->hash) {
+        bit = (uint64_t) 1 << (k % 64);
 
         for (rec = sh->servers; rec; rec = rec->next) {
             rec->listed[k / 64] &= ~bit;
@@ -200,8 +214,6 @@ ngx_http_prefix_aware_models_slot(ngx_http_prefix_aware_models_shm_t *sh,
     }
 
     /* the hash is cleared first and set last: readers without the lock */
-
-    s = &sh->model[k];
 
     s->hash = 0;
     ngx_memory_barrier();
@@ -214,8 +226,6 @@ ngx_http_prefix_aware_models_slot(ngx_http_prefix_aware_models_shm_t *sh,
     ngx_memcpy(s->name, name, s->len);
     ngx_memory_barrier();
     s->hash = hash;
-
-    return k;
 }
 
 

@@ -108,5 +108,25 @@ int pa_models_pick(unsigned n, const uint64_t *used, const uint64_t *listed,
 /* the bits set in the "n" bits (a multiple of 64) of "set" */
 unsigned pa_models_count(unsigned n, const uint64_t *set);
 
+/* the most slots pa_models_keep() takes */
+#define PA_MODELS_SLOTS_MAX  1024
+
+/*
+ * the slots of one server's list, its "nids" ids given by their hashes,
+ * in a zone of "n" slots (a multiple of 64, at most PA_MODELS_SLOTS_MAX)
+ * whose models are "hash" (0: free).  Bitmaps of n bits: "declared", the
+ * declared models' slots; "others", what the other servers list; "held",
+ * what they hold (their shares).  The ids that have a slot come first,
+ * then each other id takes one by pa_models_pick(), evicting while the
+ * server holds less than "share"; the slots held are the first "share"
+ * taken that are not declared.  "hash" is updated with the new models,
+ * "slot[i]" is id i's slot or -1, "listed" the server's slots and "own"
+ * those it holds.  Returns the ids refused (slot -1)
+ */
+unsigned pa_models_keep(unsigned n, uint64_t *hash, const uint64_t *declared,
+    const uint64_t *others, const uint64_t *held, const uint64_t *ids,
+    unsigned nids, unsigned share, int *slot, uint64_t *listed,
+    uint64_t *own);
+
 
 #endif /* _PA_MODELS_H_INCLUDED_ */
