@@ -529,7 +529,13 @@ struct ngx_http_prefix_aware_shm_mserver_s {
     ngx_uint_t                             failing;
     ngx_uint_t                             wild;      /* serves all */
     ngx_uint_t                             nmodels;
+    ngx_uint_t                             refused;   /* of its last list */
+    ngx_msec_t                             warned;    /* refusals logged */
+    ngx_uint_t                             warning;   /* until all kept */
     uint64_t                     listed[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+
+    /* the slots of "listed" it holds against the others: its share */
+    uint64_t                     own[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
     ngx_str_t                              name;
 
     /* the generations of the configurations that had the name */
@@ -565,6 +571,7 @@ struct ngx_http_prefix_aware_models_s {
     ngx_msec_t                             interval;
     ngx_uint_t                             discover;
     ngx_uint_t                             fallback;
+    ngx_uint_t                             share;     /* slots a server */
     ngx_uint_t                             words;     /* of a set */
     ngx_http_prefix_aware_srv_conf_t      *pacf;
     ngx_shm_zone_t                        *zone;
@@ -844,9 +851,13 @@ void ngx_http_prefix_aware_models_build(ngx_http_prefix_aware_models_t *m);
 /* ngx_http_prefix_aware_models_zone.c */
 ngx_int_t ngx_http_prefix_aware_models_zone(ngx_conf_t *cf,
     ngx_http_prefix_aware_models_t *m);
+ngx_int_t ngx_http_prefix_aware_models_find(
+    ngx_http_prefix_aware_models_shm_t *sh, uint64_t hash);
 ngx_int_t ngx_http_prefix_aware_models_slot(
     ngx_http_prefix_aware_models_shm_t *sh, uint64_t hash, u_char *name,
-    size_t len, uint64_t *taken, ngx_uint_t force);
+    size_t len, uint64_t *listed, uint64_t *kept, ngx_uint_t evict);
+void ngx_http_prefix_aware_models_take(ngx_http_prefix_aware_models_shm_t *sh,
+    ngx_uint_t k, uint64_t hash, u_char *name, size_t len);
 ngx_http_prefix_aware_shm_mserver_t *ngx_http_prefix_aware_models_record(
     ngx_http_prefix_aware_models_t *m, ngx_str_t *name);
 void ngx_http_prefix_aware_models_commit(

@@ -14,6 +14,7 @@
 
 
 #include "ngx_http_prefix_aware.h"
+#include "pa_time.h"
 
 
 /* the largest /v1/models body read (scanned as it comes, not kept) */
@@ -25,6 +26,9 @@
 
 /* a poll's timeout, at most, in milliseconds */
 #define NGX_HTTP_PREFIX_AWARE_MODELS_WAIT   2000
+
+/* a server's refused ids are logged at most once in this many ms */
+#define NGX_HTTP_PREFIX_AWARE_MODELS_WARN   60000
 
 
 /* a poll of one server's /v1/models */
@@ -53,6 +57,9 @@ static void ngx_http_prefix_aware_models_done(
     ngx_http_prefix_aware_poll_t *p, const char *error);
 static void ngx_http_prefix_aware_models_apply(
     ngx_http_prefix_aware_poll_t *p, ngx_uint_t ok);
+static ngx_uint_t ngx_http_prefix_aware_models_keep(
+    ngx_http_prefix_aware_poll_t *p, ngx_http_prefix_aware_shm_mserver_t *rec,
+    uint64_t *listed, uint64_t *own);
 
 
 static ngx_str_t  ngx_http_prefix_aware_models_uri = ngx_string("/v1/models");
@@ -252,9 +259,9 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
     time_t                                now;
     ngx_msec_t                            hold;
     uint64_t                    listed[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
-    ngx_int_t                             k;
+    uint64_t                    own[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
     ngx_str_t                            *name;
-    ngx_uint_t                            i, changed, full;
+    ngx_uint_t                            changed, refused, warn, kept;
     ngx_slab_pool_t                      *shpool;
     ngx_http_prefix_aware_models_t       *m;
     ngx_http_prefix_aware_models_shm_t   *sh;
@@ -266,7 +273,9 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
     name = &m->pacf->names[p->server];
     now = ngx_time();
     changed = 0;
-    full = p->dropped;
+    refused = 0;
+    warn = 0;
+    kept = 0;
 
     ngx_shmtx_lock(&shpool->mutex);
 
@@ -283,20 +292,7 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
     }
 
     if (ok) {
-        ngx_memzero(listed, sizeof(listed));
-
-        for (i = 0; i < p->nids; i++) {
-            k = ngx_http_prefix_aware_models_slot(sh, p->ids[i],
-                                                  p->names[i].name,
-                                                  p->names[i].len, listed, 0);
-            if (k < 0) {
-                full++;
-                continue;
-            }
-
-            listed[k / 64] |= (uint64_t) 1 << (k % 64);
-            sh->model[k].seen = now;
-        }
+        refused = ngx_http_prefix_aware_models_keep(p, rec, listed, own);
 
         if (rec->wild || ngx_memcmp(listed, rec->listed, sizeof(listed)) != 0)
         {
@@ -307,11 +303,33 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
             ngx_log_error(NGX_LOG_NOTICE, m->round.timer.log, 0,
                           "prefix_aware: server \"%V\" of upstream \"%V\" "
                           "lists %ui models", name, &m->pacf->upstream->host,
-                          p->nids);
+                          p->nids + p->dropped);
+        }
+
+        /*
+         * refusals are logged at once, then at most once a minute by any
+         * worker while they last (the monotonic clock, as "hold" below);
+         * their end once after that
+         */
+
+        if (refused
+            && (rec->warned == 0
+                || pa_age(ngx_current_msec, rec->warned)
+                   >= NGX_HTTP_PREFIX_AWARE_MODELS_WARN))
+        {
+            rec->warned = ngx_current_msec;
+            rec->warning = 1;
+            warn = 1;
+
+        } else if (refused == 0 && rec->warning) {
+            rec->warning = 0;
+            kept = 1;
         }
 
         ngx_memcpy(rec->listed, listed, sizeof(listed));
+        ngx_memcpy(rec->own, own, sizeof(own));
         rec->nmodels = p->nids + p->dropped;
+        rec->refused = refused;
         rec->answered = now;
         rec->answered_ms = ngx_current_msec;
         rec->failing = 0;
@@ -351,9 +369,112 @@ ngx_http_prefix_aware_models_apply(ngx_http_prefix_aware_poll_t *p,
         sh->version++;
     }
 
-    if (full) {
-        ngx_atomic_fetch_add(&sh->full, full);
+    if (refused) {
+        ngx_atomic_fetch_add(&sh->full, refused);
     }
 
     ngx_shmtx_unlock(&shpool->mutex);
+
+    if (warn) {
+        ngx_log_error(NGX_LOG_WARN, m->round.timer.log, 0,
+                      "prefix_aware: server \"%V\" of upstream \"%V\" lists "
+                      "%ui models, %ui refused a slot in the models zone "
+                      "(a server's share: %ui of %d slots, the others' "
+                      "models keep theirs); a refused model has no known "
+                      "set, all servers", name, &m->pacf->upstream->host,
+                      p->nids + p->dropped, refused, m->share,
+                      NGX_HTTP_PREFIX_AWARE_MAX_MODELS);
+
+    } else if (kept) {
+        ngx_log_error(NGX_LOG_NOTICE, m->round.timer.log, 0,
+                      "prefix_aware: server \"%V\" of upstream \"%V\" lists "
+                      "%ui models, none refused", name,
+                      &m->pacf->upstream->host, p->nids + p->dropped);
+    }
+}
+
+
+/*
+ * the slots of a server's list (under the zone's lock), chosen by
+ * pa_models_keep(): "listed", the slots of its ids; "own", those it holds
+ * against the others, its share.  What the others hold: the declared
+ * models and the shares of the servers of this configuration that list
+ * (a server that counts as serving every model, or that only an older
+ * configuration has, holds none).  A slot given to a new model leaves
+ * the lists that had it.  The ids that find none are refused: their
+ * number
+ */
+
+static ngx_uint_t
+ngx_http_prefix_aware_models_keep(ngx_http_prefix_aware_poll_t *p,
+    ngx_http_prefix_aware_shm_mserver_t *rec, uint64_t *listed, uint64_t *own)
+{
+    time_t                                now;
+    ngx_int_t                             k;
+    ngx_uint_t                            i, w, refused;
+    ngx_http_prefix_aware_models_t       *m;
+    ngx_http_prefix_aware_models_shm_t   *sh;
+    ngx_http_prefix_aware_shm_mserver_t  *r;
+    uint64_t                    hash[NGX_HTTP_PREFIX_AWARE_MAX_MODELS];
+    uint64_t                    declared[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+    uint64_t                    others[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+    uint64_t                    held[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+    int                         slot[NGX_HTTP_PREFIX_AWARE_MAX_MODELS];
+
+    m = p->models;
+    sh = m->sh;
+    now = ngx_time();
+
+    ngx_memzero(declared, sizeof(declared));
+    ngx_memzero(others, sizeof(others));
+    ngx_memzero(held, sizeof(held));
+
+    for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
+        hash[i] = sh->model[i].hash;
+
+        if (hash[i] && sh->model[i].declared) {
+            declared[i / 64] |= (uint64_t) 1 << (i % 64);
+        }
+    }
+
+    for (r = sh->servers; r; r = r->next) {
+        if (r == rec) {
+            /* its last list is replaced: its slots are for this one */
+            continue;
+        }
+
+        for (w = 0; w < NGX_HTTP_PREFIX_AWARE_MODELS_WORDS; w++) {
+            others[w] |= r->listed[w];
+
+            if (!r->wild && r->gen_max >= m->generation) {
+                held[w] |= r->own[w];
+            }
+        }
+    }
+
+    refused = pa_models_keep(NGX_HTTP_PREFIX_AWARE_MAX_MODELS, hash, declared,
+                             others, held, p->ids, p->nids, m->share, slot,
+                             listed, own);
+
+    for (i = 0; i < p->nids; i++) {
+        k = slot[i];
+
+        if (k < 0) {
+            ngx_log_debug3(NGX_LOG_DEBUG_HTTP, m->round.timer.log, 0,
+                           "prefix_aware models: server %ui: "
+                           "\"%*s\" refused a slot",
+                           p->server, p->names[i].len, p->names[i].name);
+            continue;
+        }
+
+        if (sh->model[k].hash != p->ids[i]) {
+            ngx_http_prefix_aware_models_take(sh, k, p->ids[i],
+                                              p->names[i].name,
+                                              p->names[i].len);
+        }
+
+        sh->model[k].seen = now;
+    }
+
+    return p->dropped + refused;
 }

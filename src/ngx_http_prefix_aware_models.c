@@ -272,6 +272,11 @@ ngx_http_prefix_aware_models_init(ngx_conf_t *cf,
     m->words = (pacf->nservers + 8 * sizeof(uintptr_t) - 1)
                / (8 * sizeof(uintptr_t));
 
+    /* what a server's list keeps whatever the others list (discover.c) */
+
+    m->share = pa_models_share(NGX_HTTP_PREFIX_AWARE_MAX_MODELS,
+                               m->declared.nelts, pacf->nservers);
+
     d = m->declared.elts;
 
     for (i = 0; i < m->declared.nelts; i++) {

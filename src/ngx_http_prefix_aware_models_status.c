@@ -66,10 +66,10 @@ ngx_http_prefix_aware_models_json(ngx_http_prefix_aware_srv_conf_t *c,
     ngx_http_prefix_aware_printf(w,
         "      \"models\": { \"discover\": %s, \"interval_ms\": %M, "
         "\"fallback\": \"%s\",\n"
-        "        \"unknown\": %uA, \"full\": %uA,\n"
+        "        \"unknown\": %uA, \"full\": %uA, \"share\": %ui,\n"
         "        \"list\": [",
         m->discover ? "true" : "false", m->interval,
-        m->fallback ? "all" : "none", sh->unknown, sh->full);
+        m->fallback ? "all" : "none", sh->unknown, sh->full, m->share);
 
     n = 0;
 
@@ -116,10 +116,11 @@ ngx_http_prefix_aware_models_json(ngx_http_prefix_aware_srv_conf_t *c,
 
         ngx_http_prefix_aware_printf(w,
             "%s\n          { \"server\": \"%V\", \"answered\": %T, "
-            "\"failing\": %s, \"serves_all\": %s, \"models\": %ui }",
+            "\"failing\": %s, \"serves_all\": %s, \"models\": %ui, "
+            "\"refused\": %ui }",
             n++ ? "," : "", &e, rec->answered,
             rec->failing ? "true" : "false", rec->wild ? "true" : "false",
-            rec->nmodels);
+            rec->nmodels, rec->refused);
     }
 
     ngx_http_prefix_aware_printf(w, "\n        ] },\n");
@@ -247,12 +248,13 @@ ngx_http_prefix_aware_models_prometheus(
     ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_http_prefix_aware_writer_t *w, ngx_str_t **label)
 {
-    uintptr_t                           *set;
-    ngx_str_t                            name, **model, *up;
-    ngx_uint_t                           i, j, k, f, declared, any;
-    ngx_http_prefix_aware_models_t      *m;
-    ngx_http_prefix_aware_shm_model_t   *s;
-    ngx_http_prefix_aware_srv_conf_t   **pacf;
+    uintptr_t                            *set;
+    ngx_str_t                             name, **model, *up;
+    ngx_uint_t                            i, j, k, f, declared, any;
+    ngx_http_prefix_aware_models_t       *m;
+    ngx_http_prefix_aware_shm_mserver_t  *rec;
+    ngx_http_prefix_aware_shm_model_t    *s;
+    ngx_http_prefix_aware_srv_conf_t    **pacf;
     ngx_http_prefix_aware_models_copy_t  *copy;
 
     static const char  *families[][3] = {
@@ -267,7 +269,10 @@ ngx_http_prefix_aware_models_prometheus(
         { "models_unknown_total", "counter",
           "Requests whose model has no known set (sent to all servers)." },
         { "models_full_total", "counter",
-          "Model names not kept: every slot of the zone was taken." }
+          "Model names not kept: every slot of the zone was taken." },
+        { "models_refused", "gauge",
+          "Ids of a server's last /v1/models list refused a slot of the "
+          "zone." }
     };
 
     pacf = pamcf->upstreams.elts;
@@ -299,7 +304,8 @@ ngx_http_prefix_aware_models_prometheus(
         model[i] = ngx_palloc(w->pool,
                    NGX_HTTP_PREFIX_AWARE_MAX_MODELS * sizeof(ngx_str_t));
         if (model[i] == NULL
-            || ngx_http_prefix_aware_models_copy(m, w->pool, 0, &copy[i])
+            || ngx_http_prefix_aware_models_copy(m, w->pool, m->discover,
+                                                 &copy[i])
                != NGX_OK)
         {
             w->error = 1;
@@ -314,7 +320,7 @@ ngx_http_prefix_aware_models_prometheus(
         }
     }
 
-    for (f = 0; any && f < 6; f++) {
+    for (f = 0; any && f < 7; f++) {
         ngx_http_prefix_aware_family(w, families[f][0], families[f][1],
                                      families[f][2]);
 
@@ -326,6 +332,30 @@ ngx_http_prefix_aware_models_prometheus(
             }
 
             up = &label[i][0];
+
+            if (f == 6) {
+                /* the records of this configuration's servers, by name */
+
+                for (j = 0; j < pacf[i]->nservers; j++) {
+                    for (k = 0; k < copy[i].nservers; k++) {
+                        rec = &copy[i].server[k];
+
+                        if (rec->name.len == pacf[i]->names[j].len
+                            && ngx_strncmp(rec->name.data,
+                                           pacf[i]->names[j].data,
+                                           rec->name.len) == 0)
+                        {
+                            ngx_http_prefix_aware_printf(w,
+                                "nginx_prefix_aware_models_refused"
+                                "{upstream=\"%V\",server=\"%V\"} %ui\n",
+                                up, &label[i][1 + j], rec->refused);
+                            break;
+                        }
+                    }
+                }
+
+                continue;
+            }
 
             if (f == 4 || f == 5) {
                 ngx_http_prefix_aware_printf(w,

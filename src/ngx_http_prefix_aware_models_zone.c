@@ -59,12 +59,15 @@ ngx_http_prefix_aware_models_zone(ngx_conf_t *cf,
 static ngx_int_t
 ngx_http_prefix_aware_models_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 {
-    ngx_int_t                            k;
-    ngx_uint_t                           i;
-    ngx_slab_pool_t                     *shpool;
-    ngx_http_prefix_aware_model_t       *d;
-    ngx_http_prefix_aware_models_t      *m;
-    ngx_http_prefix_aware_models_shm_t  *sh;
+    ngx_int_t                             k;
+    ngx_uint_t                            i, w;
+    ngx_slab_pool_t                      *shpool;
+    ngx_http_prefix_aware_model_t        *d;
+    ngx_http_prefix_aware_models_t       *m;
+    ngx_http_prefix_aware_models_shm_t   *sh;
+    ngx_http_prefix_aware_shm_mserver_t  *rec;
+    uint64_t                    listed[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+    uint64_t                    kept[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
 
     m = shm_zone->data;
     shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
@@ -91,15 +94,28 @@ ngx_http_prefix_aware_models_init_zone(ngx_shm_zone_t *shm_zone, void *data)
         sh->model[i].declared = 0;
     }
 
+    /* a declared model takes any slot of a model that is not declared */
+
+    ngx_memzero(listed, sizeof(listed));
+    ngx_memzero(kept, sizeof(kept));
+
+    for (rec = sh->servers; rec; rec = rec->next) {
+        for (w = 0; w < NGX_HTTP_PREFIX_AWARE_MODELS_WORDS; w++) {
+            listed[w] |= rec->listed[w];
+        }
+    }
+
     d = m->declared.elts;
 
     for (i = 0; i < m->declared.nelts; i++) {
         /* there are at most as many declared models as slots */
 
         k = ngx_http_prefix_aware_models_slot(sh, d[i].hash, d[i].name.data,
-                                              d[i].name.len, NULL, 1);
+                                              d[i].name.len, listed, kept,
+                                              1);
 
         sh->model[k].declared = 1;
+        kept[k / 64] |= (uint64_t) 1 << (k % 64);
         d[i].slot = &sh->model[k];
     }
 
@@ -111,76 +127,93 @@ ngx_http_prefix_aware_models_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 }
 
 
-/*
- * the slot of a model, made if need be: a free one, else one of a model
- * that is not declared and that no server lists (nor "taken", the slots
- * of the list being read); with "force" (a declared model), else any slot
- * of a model that is not declared, taken from the lists; -1 if none
- */
+/* the slot of a model, -1 if it has none */
 
 ngx_int_t
-ngx_http_prefix_aware_models_slot(ngx_http_prefix_aware_models_shm_t *sh,
-    uint64_t hash, u_char *name, size_t len, uint64_t *taken,
-    ngx_uint_t force)
+ngx_http_prefix_aware_models_find(ngx_http_prefix_aware_models_shm_t *sh,
+    uint64_t hash)
 {
-    uint64_t                              bit;
-    ngx_int_t                             i, w, free;
-    ngx_http_prefix_aware_shm_model_t    *s;
-    ngx_http_prefix_aware_shm_mserver_t  *rec;
-    uint64_t                    used[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
-
-    free = -1;
+    ngx_int_t  i;
 
     for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
         if (sh->model[i].hash == hash) {
             return i;
         }
+    }
 
-        if (free == -1 && sh->model[i].hash == 0) {
-            free = i;
+    return -1;
+}
+
+
+/*
+ * the slot of a declared model, made if need be (pa_models_pick()): a
+ * free one, else one of a model in neither "listed" (what the servers
+ * list) nor "kept" (the declared models); with "evict", else any slot
+ * not "kept"; -1 if none.  Under the zone's lock
+ */
+
+ngx_int_t
+ngx_http_prefix_aware_models_slot(ngx_http_prefix_aware_models_shm_t *sh,
+    uint64_t hash, u_char *name, size_t len, uint64_t *listed, uint64_t *kept,
+    ngx_uint_t evict)
+{
+    int        k;
+    ngx_int_t  i;
+    uint64_t   used[NGX_HTTP_PREFIX_AWARE_MODELS_WORDS];
+
+    i = ngx_http_prefix_aware_models_find(sh, hash);
+
+    if (i >= 0) {
+        return i;
+    }
+
+    ngx_memzero(used, sizeof(used));
+
+    for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
+        if (sh->model[i].hash) {
+            used[i / 64] |= (uint64_t) 1 << (i % 64);
         }
     }
 
-    if (free == -1) {
-        ngx_memzero(used, sizeof(used));
+    k = pa_models_pick(NGX_HTTP_PREFIX_AWARE_MAX_MODELS, used, listed, kept,
+                       evict);
+    if (k < 0) {
+        return -1;
+    }
 
-        for (w = 0; w < NGX_HTTP_PREFIX_AWARE_MODELS_WORDS; w++) {
-            for (rec = sh->servers; rec; rec = rec->next) {
-                used[w] |= rec->listed[w];
-            }
+    ngx_http_prefix_aware_models_take(sh, k, hash, name, len);
 
-            if (taken) {
-                used[w] |= taken[w];
-            }
-        }
+    return k;
+}
 
-        for (i = 0; i < NGX_HTTP_PREFIX_AWARE_MAX_MODELS; i++) {
-            if (!sh->model[i].declared
-                && (force || !(used[i / 64] & ((uint64_t) 1 << (i % 64)))))
-            {
-                free = i;
-                break;
-            }
-        }
 
-        if (free == -1) {
-            return -1;
-        }
+/*
+ * slot k is given to a model (under the zone's lock): the model it had
+ * leaves the servers' lists, its counters start again
+ */
 
-        /* no server lists the model that had the slot any more */
+void
+ngx_http_prefix_aware_models_take(ngx_http_prefix_aware_models_shm_t *sh,
+    ngx_uint_t k, uint64_t hash, u_char *name, size_t len)
+{
+    uint64_t                              bit;
+    ngx_http_prefix_aware_shm_model_t    *s;
+    ngx_http_prefix_aware_shm_mserver_t  *rec;
 
-        bit = (uint64_t) 1 << (free % 64);
+    s = &sh->model[k];
+
+    if (s->hash) {
+        bit = (uint64_t) 1 << (k % 64);
 
         for (rec = sh->servers; rec; rec = rec->next) {
-            rec->listed[free / 64] &= ~bit;
+            rec->listed[k / 64] &= ~bit;
+            rec->own[k / 64] &= ~bit;
         }
 
         sh->version++;
     }
 
     /* the hash is cleared first and set last: readers without the lock */
-
-    s = &sh->model[free];
 
     s->hash = 0;
     ngx_memory_barrier();
@@ -193,8 +226,6 @@ ngx_http_prefix_aware_models_slot(ngx_http_prefix_aware_models_shm_t *sh,
     ngx_memcpy(s->name, name, s->len);
     ngx_memory_barrier();
     s->hash = hash;
-
-    return free;
 }
 
 

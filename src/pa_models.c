@@ -186,6 +186,165 @@ pa_models_hash(const unsigned char *name, size_t len)
 }
 
 
+unsigned
+pa_models_share(unsigned slots, unsigned declared, unsigned servers)
+{
+    unsigned  share;
+
+    if (declared >= slots || servers == 0) {
+        return 1;
+    }
+
+    share = (slots - declared) / servers;
+
+    return share ? share : 1;
+}
+
+
+int
+pa_models_pick(unsigned n, const uint64_t *used, const uint64_t *listed,
+    const uint64_t *kept, int evict)
+{
+    unsigned  w;
+    uint64_t  free;
+
+    /* a free slot, then one of a model nobody lists, then one to evict */
+
+    for (w = 0; w < n / 64; w++) {
+        free = ~used[w];
+
+        if (free) {
+            return (int) (w * 64 + __builtin_ctzll(free));
+        }
+    }
+
+    for (w = 0; w < n / 64; w++) {
+        free = ~(listed[w] | kept[w]);
+
+        if (free) {
+            return (int) (w * 64 + __builtin_ctzll(free));
+        }
+    }
+
+    for (w = 0; evict && w < n / 64; w++) {
+        free = ~kept[w];
+
+        if (free) {
+            return (int) (w * 64 + __builtin_ctzll(free));
+        }
+    }
+
+    return -1;
+}
+
+
+unsigned
+pa_models_count(unsigned n, const uint64_t *set)
+{
+    unsigned  w, count;
+
+    count = 0;
+
+    for (w = 0; w < n / 64; w++) {
+        count += (unsigned) __builtin_popcountll(set[w]);
+    }
+
+    return count;
+}
+
+
+unsigned
+pa_models_keep(unsigned n, uint64_t *hash, const uint64_t *declared,
+    const uint64_t *others, const uint64_t *held, const uint64_t *ids,
+    unsigned nids, unsigned share, int *slot, uint64_t *listed,
+    uint64_t *own)
+{
+    int       k;
+    unsigned  i, j, w, pass, nown, refused;
+    uint64_t  bit;
+    uint64_t  used[PA_MODELS_SLOTS_MAX / 64], all[PA_MODELS_SLOTS_MAX / 64];
+    uint64_t  kept[PA_MODELS_SLOTS_MAX / 64];
+
+    if (n > PA_MODELS_SLOTS_MAX) {
+        n = PA_MODELS_SLOTS_MAX;
+    }
+
+    memset(listed, 0, n / 8);
+    memset(own, 0, n / 8);
+    memset(used, 0, n / 8);
+
+    for (j = 0; j < n; j++) {
+        if (hash[j]) {
+            used[j / 64] |= (uint64_t) 1 << (j % 64);
+        }
+    }
+
+    nown = 0;
+    refused = 0;
+
+    for (pass = 0; pass < 2; pass++) {
+
+        for (i = 0; i < nids; i++) {
+
+            for (k = 0; k < (int) n && hash[k] != ids[i]; k++) {
+                /* void */
+            }
+
+            if (k == (int) n) {
+                k = -1;
+            }
+
+            if (pass == 0) {
+                /* an id with a slot, once */
+
+                slot[i] = k;
+
+                if (k < 0 || (listed[k / 64] & ((uint64_t) 1 << (k % 64)))) {
+                    continue;
+                }
+
+            } else if (k >= 0) {
+                /* kept in the first pass, or a second time in the list */
+
+                slot[i] = k;
+                continue;
+
+            } else {
+                for (w = 0; w < n / 64; w++) {
+                    all[w] = others[w] | listed[w];
+                    kept[w] = held[w] | declared[w] | listed[w];
+                }
+
+                k = pa_models_pick(n, used, all, kept, nown < share);
+
+                slot[i] = k;
+
+                if (k < 0) {
+                    refused++;
+                    continue;
+                }
+
+                hash[k] = ids[i];
+                used[k / 64] |= (uint64_t) 1 << (k % 64);
+            }
+
+            bit = (uint64_t) 1 << (k % 64);
+
+            listed[k / 64] |= bit;
+
+            /* a declared model's slot is held for it: not of the share */
+
+            if (nown < share && !(declared[k / 64] & bit)) {
+                own[k / 64] |= bit;
+                nown++;
+            }
+        }
+    }
+
+    return refused;
+}
+
+
 /* one byte: 0 read, 1 to be read again (it ended a number), -1 refused */
 
 static int

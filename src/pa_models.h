@@ -86,5 +86,47 @@ int pa_models_parse(const unsigned char *p, size_t n, pa_models_id_pt id,
 /* the hash a model name is known by: XXH3 of its bytes, never 0 */
 uint64_t pa_models_hash(const unsigned char *name, size_t len);
 
+/*
+ * the slots of a zone of "slots" that one of "servers" servers holds
+ * whatever the others list: an equal part of those not taken by the
+ * "declared" models, at least 1 (then, with more servers than slots, no
+ * longer held whatever the others list)
+ */
+unsigned pa_models_share(unsigned slots, unsigned declared,
+    unsigned servers);
+
+/*
+ * the slot for a new model, of "n" (a multiple of 64) described by
+ * bitmaps of n bits: the first free one (not in "used"), else the first
+ * in neither "listed" nor "kept" (a model no server lists), else, with
+ * "evict", the first not in "kept" (a model listed only past a server's
+ * share); -1 if none
+ */
+int pa_models_pick(unsigned n, const uint64_t *used, const uint64_t *listed,
+    const uint64_t *kept, int evict);
+
+/* the bits set in the "n" bits (a multiple of 64) of "set" */
+unsigned pa_models_count(unsigned n, const uint64_t *set);
+
+/* the most slots pa_models_keep() takes */
+#define PA_MODELS_SLOTS_MAX  1024
+
+/*
+ * the slots of one server's list, its "nids" ids given by their hashes,
+ * in a zone of "n" slots (a multiple of 64, at most PA_MODELS_SLOTS_MAX)
+ * whose models are "hash" (0: free).  Bitmaps of n bits: "declared", the
+ * declared models' slots; "others", what the other servers list; "held",
+ * what they hold (their shares).  The ids that have a slot come first,
+ * then each other id takes one by pa_models_pick(), evicting while the
+ * server holds less than "share"; the slots held are the first "share"
+ * taken that are not declared.  "hash" is updated with the new models,
+ * "slot[i]" is id i's slot or -1, "listed" the server's slots and "own"
+ * those it holds.  Returns the ids refused (slot -1)
+ */
+unsigned pa_models_keep(unsigned n, uint64_t *hash, const uint64_t *declared,
+    const uint64_t *others, const uint64_t *held, const uint64_t *ids,
+    unsigned nids, unsigned share, int *slot, uint64_t *listed,
+    uint64_t *own);
+
 
 #endif /* _PA_MODELS_H_INCLUDED_ */

@@ -416,7 +416,7 @@ no server of model "lora-a" is usable, sent to all servers (model_fallback=all)
  "GET /status?format=prometheus"]
 --- response_body_like eval
 [".*", "b[13]", "b[13]", "b[123]",
- qr/"models": \{ "discover": false, "interval_ms": 10000, "fallback": "none",\n        "unknown": 1, "full": 0,\n        "list": \[\n          \{ "name": "lora-a", "set": "declared", "requests": 1, "no_server": 1, "last_seen": 0,\n            "servers": \[ "127.0.0.1:1986" \] \},\n          \{ "name": "lora \\"b\\"", "set": "declared", "requests": 2, "no_server": 0, "last_seen": 0,\n            "servers": \[ "127.0.0.1:1985", "127.0.0.1:1987" \] \}\n        \],\n        "servers": \[\n        \] \},/,
+ qr/"models": \{ "discover": false, "interval_ms": 10000, "fallback": "none",\n        "unknown": 1, "full": 0, "share": 42,\n        "list": \[\n          \{ "name": "lora-a", "set": "declared", "requests": 1, "no_server": 1, "last_seen": 0,\n            "servers": \[ "127.0.0.1:1986" \] \},\n          \{ "name": "lora \\"b\\"", "set": "declared", "requests": 2, "no_server": 0, "last_seen": 0,\n            "servers": \[ "127.0.0.1:1985", "127.0.0.1:1987" \] \}\n        \],\n        "servers": \[\n        \] \},/,
  qr/nginx_prefix_aware_model_requests_total\{upstream="up",model="lora-a",set="declared"\} 1\nnginx_prefix_aware_model_requests_total\{upstream="up",model="lora \\"b\\"",set="declared"\} 2\n.*nginx_prefix_aware_model_no_server_total\{upstream="up",model="lora-a"\} 1\n.*nginx_prefix_aware_model_server\{upstream="up",model="lora-a",server="127.0.0.1:1986"\} 1\nnginx_prefix_aware_model_server\{upstream="up",model="lora \\"b\\"",server="127.0.0.1:1985"\} 1\nnginx_prefix_aware_model_server\{upstream="up",model="lora \\"b\\"",server="127.0.0.1:1987"\} 1\n.*nginx_prefix_aware_models_unknown_total\{upstream="up"\} 1\n.*nginx_prefix_aware_models_full_total\{upstream="up"\} 0\n/s]
 --- error_code eval
 [503, 200, 200, 200, 200, 200]
@@ -445,7 +445,7 @@ _EOC_
 --- pipelined_requests eval
 ["GET /delay", "GET /status"]
 --- response_body_like eval
-[".*", qr/"unknown": 0, "full": 2,\n.*"name": "m128", "set": "discovered".*"servers": \[\n          \{ "server": "127.0.0.1:1985", "answered": 0, "failing": true, "serves_all": true, "models": 0 \},\n          \{ "server": "127.0.0.1:1991", "answered": \d+, "failing": false, "serves_all": false, "models": 130 \}\n/s]
+[".*", qr/"unknown": 0, "full": 2, "share": 64,\n.*"name": "m128", "set": "discovered".*"servers": \[\n          \{ "server": "127.0.0.1:1985", "answered": 0, "failing": true, "serves_all": true, "models": 0, "refused": 0 \},\n          \{ "server": "127.0.0.1:1991", "answered": \d+, "failing": false, "serves_all": false, "models": 130, "refused": 2 \}\n/s]
 --- timeout: 5
 
 

@@ -7,7 +7,11 @@
  * streaming scan (pa_models_feed()) of 128 full vLLM cards in pieces of
  * every size from 1 to 600 bytes, cut anywhere, and 10 MB read
  * in the scanner's few hundred bytes; and that an id and an OpenAI body's
- * "model" have the same hash.
+ * "model" have the same hash; a server's share of the models zone, the
+ * slot a new model takes and a server's list given its slots
+ * (pa_models_share(), pa_models_pick(), pa_models_keep()): the case of
+ * issue 42 (one server's 128 ids, another's new adapter), and on random
+ * lists that a server listing at most its share never has an id refused.
  */
 
 
@@ -420,6 +424,449 @@ test_hash(void)
 }
 
 
+/* a server's share of the zone's slots */
+
+static void
+test_share(void)
+{
+    CHECK(pa_models_share(128, 0, 1) == 128);
+    CHECK(pa_models_share(128, 0, 2) == 64);
+    CHECK(pa_models_share(128, 0, 3) == 42);
+    CHECK(pa_models_share(128, 8, 4) == 30);
+    CHECK(pa_models_share(128, 0, 128) == 1);
+
+    /* more servers than slots, or every slot declared: one, not held */
+
+    CHECK(pa_models_share(128, 0, 200) == 1);
+    CHECK(pa_models_share(128, 128, 2) == 1);
+    CHECK(pa_models_share(128, 0, 0) == 1);
+
+    /* the shares of all servers and the declared models fit the slots */
+
+    {
+        unsigned  d, n;
+
+        for (d = 0; d < 128; d += 7) {
+            for (n = 1; n <= 128 - d; n++) {
+                CHECK_MSG(n * pa_models_share(128, d, n) + d <= 128,
+                          "declared %u servers %u", d, n);
+            }
+        }
+    }
+}
+
+
+#define BIT(set, i)  ((set)[(i) / 64] |= (uint64_t) 1 << ((i) % 64))
+
+
+/* the slot a new model takes */
+
+static void
+test_pick(void)
+{
+    int       i;
+    uint64_t  used[2], listed[2], kept[2];
+
+    memset(used, 0, sizeof(used));
+    memset(listed, 0, sizeof(listed));
+    memset(kept, 0, sizeof(kept));
+
+    /* an empty zone: the first slot */
+
+    CHECK(pa_models_pick(128, used, listed, kept, 0) == 0);
+
+    /* the first free one, in the second word too */
+
+    used[0] = ~(uint64_t) 0;
+    BIT(used, 64);
+    CHECK(pa_models_pick(128, used, listed, kept, 0) == 65);
+
+    /* all taken: a model nobody lists, even without "evict" */
+
+    used[1] = ~(uint64_t) 0;
+    listed[0] = ~(uint64_t) 0;
+    listed[1] = ~(uint64_t) 0 & ~((uint64_t) 1 << 40);
+    CHECK(pa_models_pick(128, used, listed, kept, 0) == 104);
+
+    /* a model nobody lists but that is kept (declared): not taken */
+
+    BIT(kept, 104);
+    CHECK(pa_models_pick(128, used, listed, kept, 0) == -1);
+
+    /* every model listed: none without "evict" */
+
+    listed[1] = ~(uint64_t) 0;
+    CHECK(pa_models_pick(128, used, listed, kept, 0) == -1);
+
+    /* with it, the first listed only past the shares */
+
+    kept[0] = ~(uint64_t) 0;
+    kept[1] = ~(uint64_t) 0 & ~((uint64_t) 1 << 9);
+    CHECK(pa_models_pick(128, used, listed, kept, 1) == 73);
+
+    /* all kept: none, evict or not */
+
+    BIT(kept, 73);
+    CHECK(pa_models_pick(128, used, listed, kept, 1) == -1);
+
+    /* a free slot comes before one nobody lists, and one to evict */
+
+    memset(listed, 0, sizeof(listed));
+    memset(kept, 0, sizeof(kept));
+    used[1] &= ~((uint64_t) 1 << 63);
+    CHECK(pa_models_pick(128, used, listed, kept, 1) == 127);
+
+    CHECK(pa_models_count(128, used) == 127);
+    CHECK(pa_models_count(128, kept) == 0);
+
+    for (i = 0; i < 128; i++) {
+        BIT(kept, i);
+    }
+
+    CHECK(pa_models_count(128, kept) == 128);
+}
+
+
+/*
+ * the issue 42 case, as the discovery uses pick: one server lists 128
+ * ids, then another a new one; the second takes a slot of the first's
+ * past its share, and no server's share is ever taken
+ */
+
+static void
+test_one_takes_all(void)
+{
+    int       k, i;
+    unsigned  share;
+    uint64_t  used[2], listed[2], kept[2], own_a[2];
+
+    memset(used, 0, sizeof(used));
+    memset(listed, 0, sizeof(listed));
+    memset(own_a, 0, sizeof(own_a));
+
+    share = pa_models_share(128, 0, 2);
+
+    /* A: the first 64 are its share, the next 64 free slots it borrows */
+
+    for (i = 0; i < 128; i++) {
+        memset(kept, 0, sizeof(kept));
+        kept[0] = listed[0];
+        kept[1] = listed[1];
+
+        k = pa_models_pick(128, used, listed, kept, i < (int) share);
+        CHECK(k == i);
+
+        BIT(used, k);
+        BIT(listed, k);
+
+        if (i < (int) share) {
+            BIT(own_a, k);
+        }
+    }
+
+    /* B, within its share: one of A's past its share */
+
+    k = pa_models_pick(128, used, listed, own_a, 1);
+    CHECK(k == 64);
+
+    /* B past its share (none of its own): nothing */
+
+    CHECK(pa_models_pick(128, used, listed, own_a, 0) == -1);
+
+    /* and A's share is never what B takes */
+
+    for (i = 0; i < 64; i++) {
+        BIT(own_a, 64 + i);
+        k = pa_models_pick(128, used, listed, own_a, 1);
+        CHECK(k == (i < 63 ? 65 + i : -1));
+    }
+}
+
+
+/*
+ * pa_models_keep(), one server's list at a time, as the discovery does:
+ * a zone of "n" slots shared by "ns" servers, each with its last slots
+ * and share; a slot given to a new model leaves the others' lists
+ */
+
+#define KEEP_SERVERS  16
+#define KEEP_WORDS    (128 / 64)
+
+typedef struct {
+    uint64_t  hash[128];
+    uint64_t  declared[KEEP_WORDS];
+    uint64_t  listed[KEEP_SERVERS][KEEP_WORDS];
+    uint64_t  own[KEEP_SERVERS][KEEP_WORDS];
+    unsigned  ns;
+    unsigned  share;
+} keep_zone_t;
+
+
+static unsigned
+keep_poll(keep_zone_t *z, unsigned srv, const uint64_t *ids, unsigned nids,
+    int *slot)
+{
+    unsigned  j, w, k, refused;
+    uint64_t  before[128], others[KEEP_WORDS], held[KEEP_WORDS];
+
+    memset(others, 0, sizeof(others));
+    memset(held, 0, sizeof(held));
+
+    for (j = 0; j < z->ns; j++) {
+        if (j == srv) {
+            continue;
+        }
+
+        for (w = 0; w < KEEP_WORDS; w++) {
+            others[w] |= z->listed[j][w];
+            held[w] |= z->own[j][w];
+        }
+    }
+
+    memcpy(before, z->hash, sizeof(before));
+
+    refused = pa_models_keep(128, z->hash, z->declared, others, held, ids,
+                             nids, z->share, slot, z->listed[srv],
+                             z->own[srv]);
+
+    /* a slot that changed models leaves the others' lists */
+
+    for (k = 0; k < 128; k++) {
+        if (before[k] && before[k] != z->hash[k]) {
+            for (j = 0; j < z->ns; j++) {
+                if (j != srv) {
+                    z->listed[j][k / 64] &= ~((uint64_t) 1 << (k % 64));
+                    z->own[j][k / 64] &= ~((uint64_t) 1 << (k % 64));
+                }
+            }
+        }
+    }
+
+    return refused;
+}
+
+
+/* the issue 42 case through pa_models_keep() */
+
+static void
+test_keep(void)
+{
+    int          slot[400];
+    unsigned     i, refused;
+    uint64_t     ids[400], lora;
+    keep_zone_t  z;
+
+    memset(&z, 0, sizeof(keep_zone_t));
+    z.ns = 2;
+    z.share = pa_models_share(128, 0, 2);
+
+    for (i = 0; i < 400; i++) {
+        ids[i] = 1000 + i;
+    }
+
+    lora = 7;
+
+    /* A (0) lists 128: all kept, 64 held, 64 lent */
+
+    refused = keep_poll(&z, 0, ids, 128, slot);
+    CHECK(refused == 0);
+    CHECK(pa_models_count(128, z.listed[0]) == 128);
+    CHECK(pa_models_count(128, z.own[0]) == 64);
+    CHECK(slot[0] == 0 && slot[127] == 127);
+
+    /* B (1) loads lora-new: it takes the first slot A had past its share */
+
+    refused = keep_poll(&z, 1, &lora, 1, slot);
+    CHECK(refused == 0);
+    CHECK(slot[0] == 64);
+    CHECK(z.hash[64] == lora);
+    CHECK(pa_models_count(128, z.listed[0]) == 127);
+    CHECK(pa_models_count(128, z.own[0]) == 64);
+    CHECK(pa_models_count(128, z.own[1]) == 1);
+
+    /* A's next poll: the id that lost its slot is refused, A's only */
+
+    refused = keep_poll(&z, 0, ids, 128, slot);
+    CHECK(refused == 1);
+    CHECK(slot[64] == -1);
+    CHECK(z.hash[64] == lora);
+
+    /* B's next poll keeps it, A's churning lists never take it */
+
+    CHECK(keep_poll(&z, 1, &lora, 1, slot) == 0 && slot[0] == 64);
+
+    for (i = 0; i < 10; i++) {
+        refused = keep_poll(&z, 0, ids + 100 + 17 * i, 128, slot);
+        CHECK(refused == 1);
+        CHECK(z.hash[64] == lora);
+    }
+
+    /* a list longer than the zone: the slots it can have, no more */
+
+    CHECK(keep_poll(&z, 0, ids, 300, slot) == 300 - 127);
+    CHECK(z.hash[64] == lora);
+
+    /* B unloads: A has its 128 again */
+
+    CHECK(keep_poll(&z, 1, NULL, 0, slot) == 0);
+    CHECK(keep_poll(&z, 0, ids, 128, slot) == 0);
+    CHECK(pa_models_count(128, z.listed[0]) == 128);
+
+    /* the same id twice in a list takes one slot */
+
+    memset(&z, 0, sizeof(keep_zone_t));
+    z.ns = 1;
+    z.share = 128;
+    ids[1] = ids[0];
+    CHECK(keep_poll(&z, 0, ids, 3, slot) == 0);
+    CHECK(slot[0] == slot[1] && slot[0] != slot[2]);
+    CHECK(pa_models_count(128, z.listed[0]) == 2);
+    CHECK(pa_models_count(128, z.own[0]) == 2);
+
+    /* a declared model's slot is listed, not held */
+
+    memset(&z, 0, sizeof(keep_zone_t));
+    z.ns = 2;
+    z.share = pa_models_share(128, 1, 2);
+    z.hash[5] = 42;
+    z.declared[0] = (uint64_t) 1 << 5;
+    ids[0] = 42;
+    ids[1] = 43;
+    CHECK(keep_poll(&z, 0, ids, 2, slot) == 0);
+    CHECK(slot[0] == 5 && slot[1] == 0);
+    CHECK(pa_models_count(128, z.own[0]) == 1);
+
+    /* a declared slot is never evicted, even for a server in its share */
+
+    for (i = 0; i < 128; i++) {
+        if (i != 5) {
+            z.hash[i] = 5000 + i;
+        }
+    }
+
+    memset(z.listed[0], 0xff, sizeof(z.listed[0]));
+    memset(z.own[0], 0xff, sizeof(z.own[0]));
+    z.own[0][0] &= ~((uint64_t) 1 << 5);
+    ids[0] = 77;
+    CHECK(keep_poll(&z, 1, ids, 1, slot) == 1 && slot[0] == -1);
+}
+
+
+/*
+ * the guarantee, on random lists: with servers' lists drawn from a pool
+ * (overlapping, of every length up to 2.5 times the share, some far past
+ * it) and polled in random order, a server whose list has at most its
+ * share of ids (not declared) never has one refused, and one with more
+ * keeps its share; the slots held by all never exceed the zone
+ */
+
+static void
+test_keep_random(void)
+{
+    int          slot[400];
+    unsigned     round, srv, i, j, nids, ns, nd, refused, held, distinct;
+    uint64_t     ids[KEEP_SERVERS][400], all[KEEP_WORDS];
+    unsigned     len[KEEP_SERVERS];
+    keep_zone_t  z;
+
+    srand(42);
+
+    for (round = 0; round < 150; round++) {
+        memset(&z, 0, sizeof(keep_zone_t));
+
+        ns = 1 + rand() % KEEP_SERVERS;
+        nd = rand() % 4 == 0 ? rand() % 16 : 0;
+
+        for (i = 0; i < nd; i++) {
+            z.hash[i * 7] = 1 + i;
+            z.declared[(i * 7) / 64] |= (uint64_t) 1 << ((i * 7) % 64);
+        }
+
+        z.ns = ns;
+        z.share = pa_models_share(128, nd, ns);
+
+        for (srv = 0; srv < ns; srv++) {
+            len[srv] = 0;
+        }
+
+        for (i = 0; i < 60 * ns; i++) {
+            srv = rand() % ns;
+
+            /* a new list now and then: ids of its own, or of a pool */
+
+            if (len[srv] == 0 || rand() % 3 == 0) {
+                nids = rand() % 4 == 0
+                       ? (unsigned) (rand() % 400)
+                       : (unsigned) rand() % (z.share * 5 / 2 + 1);
+
+                for (j = 0; j < nids; j++) {
+                    ids[srv][j] = rand() % 2
+                                  ? (uint64_t) (1000 + rand() % 300)
+                                  : (uint64_t) (100000 * (srv + 1)
+                                                + rand() % 1000);
+
+                    /* a declared model in a list now and then */
+
+                    if (nd && rand() % 50 == 0) {
+                        ids[srv][j] = 1 + rand() % nd;
+                    }
+                }
+
+                len[srv] = nids;
+            }
+
+            refused = keep_poll(&z, srv, ids[srv], len[srv], slot);
+
+            /* its distinct ids not declared */
+
+            distinct = 0;
+
+            for (j = 0; j < len[srv]; j++) {
+                unsigned  d;
+
+                for (d = 0; d < j && ids[srv][d] != ids[srv][j]; d++) {
+                    /* void */
+                }
+
+                if (d == j && !(ids[srv][j] >= 1 && ids[srv][j] <= nd)) {
+                    distinct++;
+                }
+            }
+
+            held = pa_models_count(128, z.own[srv]);
+
+            if (z.share * ns + nd <= 128) {
+                CHECK_MSG(distinct > z.share || refused == 0,
+                          "round %u: %u ids, share %u, %u refused",
+                          round, distinct, z.share, refused);
+                CHECK_MSG(held == (distinct < z.share ? distinct : z.share),
+                          "round %u: holds %u of %u ids, share %u",
+                          round, held, distinct, z.share);
+            }
+
+            /* every id given a slot is in it */
+
+            for (j = 0; j < len[srv]; j++) {
+                if (slot[j] >= 0 && z.hash[slot[j]] != ids[srv][j]) {
+                    break;
+                }
+            }
+
+            CHECK(j == len[srv]);
+
+            memset(all, 0, sizeof(all));
+
+            for (j = 0; j < ns; j++) {
+                all[0] |= z.own[j][0];
+                all[1] |= z.own[j][1];
+            }
+
+            CHECK(pa_models_count(128, all) + nd <= 128);
+        }
+    }
+}
+
+
 int
 main(void)
 {
@@ -429,6 +876,11 @@ main(void)
     test_stream();
     test_stream_tokens();
     test_hash();
+    test_share();
+    test_pick();
+    test_one_takes_all();
+    test_keep();
+    test_keep_random();
 
     return UNIT_DONE();
 }
