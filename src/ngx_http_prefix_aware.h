@@ -867,6 +867,9 @@ void ngx_http_prefix_aware_models_commit(
 /* ngx_http_prefix_aware_conf.c */
 char *ngx_http_prefix_aware_number(ngx_conf_t *cf, ngx_str_t *value,
     size_t skip, ngx_uint_t min, ngx_uint_t max, ngx_uint_t *n);
+ngx_int_t ngx_http_prefix_aware_time(ngx_conf_t *cf, ngx_str_t *value,
+    size_t skip, const char *directive, ngx_msec_t min, const char *from,
+    ngx_msec_t max, const char *to, ngx_msec_t *t);
 ngx_shm_zone_t *ngx_http_prefix_aware_upstream_zone(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *prefix, size_t size);
 

@@ -3,8 +3,8 @@
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
  * What the parsers and the zones of every concern share at configuration
- * time: a number parameter checked against its range, and a shared
- * memory zone of an upstream's own, named after the upstream.
+ * time: a number or a time parameter checked against its range, and a
+ * shared memory zone of an upstream's own, named after the upstream.
  */
 
 
@@ -36,6 +36,40 @@ ngx_http_prefix_aware_number(ngx_conf_t *cf, ngx_str_t *value, size_t skip,
     *n = (ngx_uint_t) v;
 
     return NGX_CONF_OK;
+}
+
+
+/*
+ * "name=TIME" of "directive", within min..max ms, which "from" and "to"
+ * say as the configuration would ("10ms", "60s"); "skip" is the length
+ * of "name="
+ */
+
+ngx_int_t
+ngx_http_prefix_aware_time(ngx_conf_t *cf, ngx_str_t *value, size_t skip,
+    const char *directive, ngx_msec_t min, const char *from,
+    ngx_msec_t max, const char *to, ngx_msec_t *t)
+{
+    ngx_str_t   s;
+    ngx_msec_t  ms;
+
+    s.data = value->data + skip;
+    s.len = value->len - skip;
+
+    ms = ngx_parse_time(&s, 0);
+
+    if (ms == (ngx_msec_t) NGX_ERROR || ms < min || ms > max) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid \"%*s\" value \"%V\" in \"%s\", it "
+                           "must be a time from %s to %s",
+                           (size_t) (skip - 1), value->data, &s, directive,
+                           from, to);
+        return NGX_ERROR;
+    }
+
+    *t = ms;
+
+    return NGX_OK;
 }
 
 

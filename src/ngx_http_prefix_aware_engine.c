@@ -134,16 +134,10 @@ ngx_http_prefix_aware_engine_param(ngx_conf_t *cf,
     }
 
     if (ngx_strncmp(value->data, "metrics_interval=", 17) == 0) {
-        s.data = value->data + 17;
-        s.len = value->len - 17;
-
-        t = ngx_parse_time(&s, 0);
-
-        if (t == (ngx_msec_t) NGX_ERROR || t < 10 || t > 60000) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid \"metrics_interval\" value \"%V\" "
-                               "in \"prefix_aware\", it must be a time "
-                               "from 10ms to 60s", &s);
+        if (ngx_http_prefix_aware_time(cf, value, 17, "prefix_aware", 10,
+                                       "10ms", 60000, "60s", &t)
+            != NGX_OK)
+        {
             return NGX_ERROR;
         }
 

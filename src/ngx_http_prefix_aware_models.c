@@ -146,16 +146,10 @@ ngx_http_prefix_aware_models_param(ngx_conf_t *cf,
     }
 
     if (ngx_strncmp(value->data, "models_interval=", 16) == 0) {
-        s.data = value->data + 16;
-        s.len = value->len - 16;
-
-        ms = ngx_parse_time(&s, 0);
-
-        if (ms == (ngx_msec_t) NGX_ERROR || ms < 100 || ms > 3600000) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid \"models_interval\" value \"%V\" in "
-                               "\"prefix_aware\", it must be a time from "
-                               "100ms to 1h", &s);
+        if (ngx_http_prefix_aware_time(cf, value, 16, "prefix_aware", 100,
+                                       "100ms", 3600000, "1h", &ms)
+            != NGX_OK)
+        {
             return NGX_ERROR;
         }
 

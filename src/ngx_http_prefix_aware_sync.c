@@ -235,20 +235,12 @@ ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         }
 
         if (ngx_strncmp(value[i].data, "interval=", 9) == 0) {
-            s.data = value[i].data + 9;
-            s.len = value[i].len - 9;
-
-            sy->interval = ngx_parse_time(&s, 0);
-
-            if (sy->interval == (ngx_msec_t) NGX_ERROR
-                || sy->interval < NGX_HTTP_PREFIX_AWARE_SYNC_INTERVAL_MIN
-                || sy->interval > 1000)
+            if (ngx_http_prefix_aware_time(cf, &value[i], 9,
+                    "prefix_aware_sync",
+                    NGX_HTTP_PREFIX_AWARE_SYNC_INTERVAL_MIN, "10ms",
+                    1000, "1s", &sy->interval)
+                != NGX_OK)
             {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid \"interval\" value \"%V\" in "
-                                   "\"prefix_aware_sync\", it must be a "
-                                   "time from %dms to 1s", &s,
-                                   NGX_HTTP_PREFIX_AWARE_SYNC_INTERVAL_MIN);
                 return NGX_CONF_ERROR;
             }
 
@@ -256,19 +248,12 @@ ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         }
 
         if (ngx_strncmp(value[i].data, "skew=", 5) == 0) {
-            s.data = value[i].data + 5;
-            s.len = value[i].len - 5;
-
-            sy->skew = ngx_parse_time(&s, 0);
-
-            if (sy->skew == (ngx_msec_t) NGX_ERROR
-                || sy->skew < NGX_HTTP_PREFIX_AWARE_SYNC_SKEW_MIN
-                || sy->skew > NGX_HTTP_PREFIX_AWARE_SYNC_SKEW_MAX)
+            if (ngx_http_prefix_aware_time(cf, &value[i], 5,
+                    "prefix_aware_sync", NGX_HTTP_PREFIX_AWARE_SYNC_SKEW_MIN,
+                    "10ms", NGX_HTTP_PREFIX_AWARE_SYNC_SKEW_MAX, "60s",
+                    &sy->skew)
+                != NGX_OK)
             {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid \"skew\" value \"%V\" in "
-                                   "\"prefix_aware_sync\", it must be a "
-                                   "time from 10ms to 60s", &s);
                 return NGX_CONF_ERROR;
             }
 
