@@ -644,6 +644,22 @@ struct ngx_http_prefix_aware_get_s {
 #define NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_ALL  2
 
 
+typedef struct {
+    ngx_addr_t                          addr;
+    ngx_socket_t                        fd;       /* per process */
+} ngx_http_prefix_aware_sync_peer_t;
+
+
+/* a datagram to a peer, as sendmmsg() takes it (config: the check) */
+#if (NGX_HTTP_PREFIX_AWARE_HAVE_SENDMMSG)
+typedef struct mmsghdr  ngx_http_prefix_aware_sync_msg_t;
+#else
+typedef struct {
+    struct msghdr                       msg_hdr;
+} ngx_http_prefix_aware_sync_msg_t;
+#endif
+
+
 struct ngx_http_prefix_aware_sync_s {
     ngx_http_prefix_aware_srv_conf_t      *pacf;
     ngx_addr_t                             listen;
@@ -815,9 +831,12 @@ ngx_int_t ngx_http_prefix_aware_sync_init(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf);
 void ngx_http_prefix_aware_sync_start(ngx_cycle_t *cycle,
     ngx_http_prefix_aware_main_conf_t *pamcf);
+/* ngx_http_prefix_aware_sync_send.c */
 void ngx_http_prefix_aware_sync_record(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_uint_t server, uint64_t *blocks, uint32_t n, uint32_t cached,
     uint32_t size);
+void ngx_http_prefix_aware_sync_flush(ngx_event_t *ev);
+void ngx_http_prefix_aware_sync_tick(ngx_event_t *ev);
 void ngx_http_prefix_aware_sync_json_socket(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_http_prefix_aware_writer_t *w);
 void ngx_http_prefix_aware_sync_prometheus_socket(

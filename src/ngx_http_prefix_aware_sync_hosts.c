@@ -17,6 +17,10 @@
 #include "ngx_http_prefix_aware.h"
 #include "pa_time.h"
 
+#if (NGX_HTTP_PREFIX_AWARE_HAVE_SO_MEMINFO)
+#include <linux/sock_diag.h>
+#endif
+
 
 #define NGX_HTTP_PREFIX_AWARE_SYNC_HOLD      5
 #define NGX_HTTP_PREFIX_AWARE_SYNC_HOLD_MIN  100
@@ -47,6 +51,8 @@ static ngx_uint_t ngx_http_prefix_aware_sync_hosts(
     ngx_http_prefix_aware_shm_upstream_t *up);
 static int ngx_libc_cdecl ngx_http_prefix_aware_sync_cmp(const void *a,
     const void *b);
+static ngx_int_t ngx_http_prefix_aware_sync_meminfo(
+    ngx_http_prefix_aware_sync_t *sy, ngx_uint_t *rcvbuf, ngx_uint_t *drops);
 
 
 /* the servers by the hash of their name: what the datagrams name them by */
@@ -706,6 +712,118 @@ ngx_http_prefix_aware_sync_prometheus(
                     &label[i][0], &label[i][1 + j],
                     (ngx_atomic_uint_t) ngx_max(v, 0));
             }
+        }
+    }
+}
+
+
+/*
+ * the kernel's counts of the listening socket: the receive buffer it
+ * has (twice "rcvbuf=", at most twice net.core.rmem_max) and the
+ * datagrams it dropped, the buffer full: sk_drops, the "drops" of
+ * /proc/net/udp, read in one call on the page's request rather than
+ * parsed from /proc; SO_RXQ_OVFL would need the control messages of
+ * each datagram, which nginx's UDP read (ngx_event_recvmsg()) does not
+ * pass to a listening socket's handler
+ */
+
+static ngx_int_t
+ngx_http_prefix_aware_sync_meminfo(ngx_http_prefix_aware_sync_t *sy,
+    ngx_uint_t *rcvbuf, ngx_uint_t *drops)
+{
+#if (NGX_HTTP_PREFIX_AWARE_HAVE_SO_MEMINFO)
+
+    uint32_t   mem[SK_MEMINFO_VARS];
+    socklen_t  len;
+
+    if (sy->listen_fd == (ngx_socket_t) -1) {
+        return NGX_DECLINED;
+    }
+
+    len = sizeof(mem);
+
+    if (getsockopt(sy->listen_fd, SOL_SOCKET, SO_MEMINFO, mem, &len) == -1
+        || len < (SK_MEMINFO_DROPS + 1) * sizeof(uint32_t))
+    {
+        return NGX_DECLINED;
+    }
+
+    *rcvbuf = mem[SK_MEMINFO_RCVBUF];
+    *drops = mem[SK_MEMINFO_DROPS];
+
+    return NGX_OK;
+
+#else
+
+    return NGX_DECLINED;
+
+#endif
+}
+
+
+void
+ngx_http_prefix_aware_sync_json_socket(ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_http_prefix_aware_writer_t *w)
+{
+    ngx_uint_t  rcvbuf, drops;
+
+    if (pacf->sync == NULL || pacf->shm == NULL) {
+        return;
+    }
+
+    if (ngx_http_prefix_aware_sync_meminfo(pacf->sync, &rcvbuf, &drops)
+        != NGX_OK)
+    {
+        ngx_http_prefix_aware_printf(w,
+            "      \"sync_socket\": { \"rcvbuf\": null, "
+            "\"kernel_drops\": null },\n");
+        return;
+    }
+
+    ngx_http_prefix_aware_printf(w,
+        "      \"sync_socket\": { \"rcvbuf\": %ui, \"kernel_drops\": %ui },\n",
+        rcvbuf, drops);
+}
+
+
+void
+ngx_http_prefix_aware_sync_prometheus_socket(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w)
+{
+    ngx_uint_t                          i, f, any, v[2];
+    ngx_http_prefix_aware_srv_conf_t  **pacf, *c;
+
+    pacf = pamcf->upstreams.elts;
+
+    for (f = 0; f < 2; f++) {
+        any = 0;
+
+        for (i = 0; i < pamcf->upstreams.nelts; i++) {
+            c = pacf[i];
+
+            if (c->sync == NULL || c->shm == NULL
+                || ngx_http_prefix_aware_sync_meminfo(c->sync, &v[0], &v[1])
+                   != NGX_OK)
+            {
+                continue;
+            }
+
+            if (!any) {
+                ngx_http_prefix_aware_family(w,
+                    f ? "sync_kernel_drops_total" : "sync_rcvbuf_bytes",
+                    f ? "counter" : "gauge",
+                    f ? "Datagrams to prefix_aware_sync's listening socket "
+                        "that the kernel dropped, its receive buffer full"
+                      : "The receive buffer of prefix_aware_sync's "
+                        "listening socket, as the kernel has it");
+                any = 1;
+            }
+
+            ngx_http_prefix_aware_printf(w,
+                "nginx_prefix_aware_%s{upstream=\"%V\"} %ui\n",
+                f ? "sync_kernel_drops_total" : "sync_rcvbuf_bytes",
+                &label[i][0], v[f]);
         }
     }
 }
