@@ -79,6 +79,7 @@ pa_oai_create(const pa_alloc_t *alloc, size_t length, size_t scan_cap)
     x->status = PA_OAI_OK;
     x->rc = PA_OAI_MORE;
     x->state = PA_L_VALUE;
+    x->wait_api = 1;
 
     /* the states want 64-byte alignment, SSE2 code needs 16 at least */
 
@@ -111,6 +112,14 @@ void
 pa_oai_hook_only(pa_oai_t *x)
 {
     x->hook_only = (x->hook != NULL);
+}
+
+
+void
+pa_oai_dialect(pa_oai_t *x, pa_oai_dialect_e dialect)
+{
+    x->dialect = (unsigned char) dialect;
+    x->wait_api = (dialect == PA_OAI_OPENAI);
 }
 
 
@@ -198,11 +207,27 @@ pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res)
         x->rc = (x->status == PA_OAI_OK) ? PA_OAI_DONE : PA_OAI_FALLBACK;
     }
 
+    /* the sections kept are hashed in their order */
+
+    if (x->status == PA_OAI_OK && x->live < PA_SEC_N) {
+
+        if (x->first) {
+            /* at a scan cap in the first message: not a system one */
+            x->first = 0;
+            pa_oai_sec_move(x, PA_SEC_FIRST, PA_SEC_CONV);
+        }
+
+        x->closed = (1 << PA_SEC_N) - 1;
+        x->wait_api = 0;
+        pa_oai_advance(x);
+    }
+
     /* the separators the text ended with */
     pa_oai_sep_flush(x);
 
     res->status = x->status;
     res->scanned = x->scanned;
+    res->api = (pa_oai_api_e) x->api;
 
     if (x->status != PA_OAI_OK) {
         return;
@@ -217,6 +242,8 @@ pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res)
     res->meta = XXH3_64bits(&v[1], 3 * sizeof(uint64_t));
     res->model = x->model;
     res->has_model = x->model_str;
+    res->has_tools = x->has_tools;
+    res->has_system = x->has_system;
     res->chars = x->chars;
     res->past = x->past;
 
@@ -251,4 +278,15 @@ pa_oai_status_name(pa_oai_status_e status)
     }
 
     return "unknown";
+}
+
+
+const char *
+pa_oai_api_name(pa_oai_api_e api)
+{
+    static const char  *names[] = {
+        "none", "chat", "completions", "responses", "messages"
+    };
+
+    return ((unsigned) api < PA_OAI_API_N) ? names[api] : "none";
 }

@@ -52,8 +52,27 @@ typedef enum {
 } pa_oai_status_e;
 
 
+/* the API a body is of, by its fields (and the dialect) */
+typedef enum {
+    PA_OAI_API_NONE = 0,
+    PA_OAI_API_CHAT,           /* "messages" */
+    PA_OAI_API_COMPLETIONS,    /* "prompt" */
+    PA_OAI_API_RESPONSES,      /* "input" */
+    PA_OAI_API_MESSAGES        /* Anthropic "messages" */
+} pa_oai_api_e;
+
+#define PA_OAI_API_N  5
+
+
+typedef enum {
+    PA_OAI_OPENAI = 0,         /* chat, completions, Responses */
+    PA_OAI_ANTHROPIC           /* Messages (/v1/messages) */
+} pa_oai_dialect_e;
+
+
 typedef struct {
     pa_oai_status_e  status;
+    pa_oai_api_e     api;
     uint64_t         hash;          /* text + model + cache_salt */
     uint64_t         meta;          /* model + cache_salt alone */
     uint64_t         model;         /* XXH3 of the model's bytes, or 0 */
@@ -62,6 +81,8 @@ typedef struct {
     size_t           scanned;       /* body bytes given to the parser */
 
     unsigned         has_model:1;   /* "model" is a top-level string */
+    unsigned         has_tools:1;   /* a tool is in the key's text */
+    unsigned         has_system:1;  /* "instructions" or "system" is */
 
     /* prompt_cache_key, if a top-level string; valid only if status OK */
     unsigned         has_pck:1;
@@ -123,6 +144,13 @@ void pa_oai_hook_only(pa_oai_t *x);
 void pa_oai_count_past(pa_oai_t *x);
 
 /*
+ * Optional, before the first feed: the body is an Anthropic Messages
+ * request ("system", "messages" of blocks); the default is OpenAI's
+ * chat, completions or Responses, told apart by the body's fields.
+ */
+void pa_oai_dialect(pa_oai_t *x, pa_oai_dialect_e dialect);
+
+/*
  * "p" is not kept after the call; once DONE or FALLBACK, the same is
  * returned and nothing more is read.  At an explicit scan cap: DONE if
  * some text was seen, else FALLBACK (PA_OAI_NO_TEXT).
@@ -133,6 +161,7 @@ pa_oai_rc_e pa_oai_feed(pa_oai_t *x, const unsigned char *p, size_t n);
 void pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res);
 
 const char *pa_oai_status_name(pa_oai_status_e status);
+const char *pa_oai_api_name(pa_oai_api_e api);
 
 
 #endif /* _PA_OPENAI_H_INCLUDED_ */
