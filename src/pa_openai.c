@@ -228,6 +228,7 @@ pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res)
     res->status = x->status;
     res->scanned = x->scanned;
     res->api = (pa_oai_api_e) x->api;
+    res->newer = x->newer;
 
     if (x->status != PA_OAI_OK) {
         return;

@@ -84,6 +84,13 @@ typedef struct {
     unsigned         has_tools:1;   /* a tool is in the key's text */
     unsigned         has_system:1;  /* "instructions" or "system" is */
 
+    /*
+     * a field earlier releases did not read was: "input",
+     * "instructions", "system" or "tools" (the differential test's
+     * filter: without it, the key is theirs)
+     */
+    unsigned         newer:1;
+
     /* prompt_cache_key, if a top-level string; valid only if status OK */
     unsigned         has_pck:1;
     unsigned         pck_invalid:1; /* present but not a 1..64 ascii string */

@@ -770,6 +770,12 @@ pa_oai_key_slot(pa_oai_t *x, pa_oai_frame_e kind, const unsigned char *s,
 static void
 pa_oai_top_key(pa_oai_t *x, pa_oai_frame_t *f)
 {
+    if (f->slot == PA_S_INPUT || f->slot == PA_S_INSTR
+        || f->slot == PA_S_SYSTEM || f->slot == PA_S_TOOLS)
+    {
+        x->newer = 1;
+    }
+
     switch (f->slot) {
 
     case PA_S_MESSAGES:

@@ -48,10 +48,13 @@ pa_oai_data_text(pa_oai_t *x, const unsigned char *s, size_t n, int ascii)
     /* a message's role: is it "system"? */
 
     if (x->val == PA_V_ROLE && !x->in_key) {
-        m = (x->role_len < sizeof(x->role)) ? sizeof(x->role) - x->role_len
-                                            : 0;
-        m = (n < m) ? n : m;
-        memcpy(x->role + x->role_len, s, m);
+
+        if (x->role_len < sizeof(x->role)) {
+            m = sizeof(x->role) - x->role_len;
+            m = (n < m) ? n : m;
+            memcpy(x->role + x->role_len, s, m);
+        }
+
         x->role_len = (unsigned char) ((x->role_len + n < 255)
                                        ? x->role_len + n : 255);
     }
