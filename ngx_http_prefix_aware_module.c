@@ -267,11 +267,10 @@ ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
     }
 
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "prefix_aware key: %016uxL source:%V api:%V id:%ui",
+                   "prefix_aware key: %016uxL source:%V id:%ui api:%V",
                    pd->keyed ? pd->hash : 0,
                    &ngx_http_prefix_aware_sources[pd->source],
-                   &ngx_http_prefix_aware_apis[pd->api],
-                   (ngx_uint_t) pd->id);
+                   (ngx_uint_t) pd->id, &ngx_http_prefix_aware_apis[pd->api]);
 
     return NGX_OK;
 }
