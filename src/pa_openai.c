@@ -6,11 +6,15 @@
  * scanner buffer by buffer: no tree is built, no string is kept whole,
  * and no more text is copied than the key needs.
  *
- * The text of the key is, in order of the body: for each element of the
- * top-level "messages", its "role" then each piece of its "content" (a
- * string, or the "text", "image_url" ("url") and "input_audio" ("data")
- * of each part); or the top-level "prompt": a string, strings, token ids,
- * or arrays of token ids.  A role is followed by the byte 0x1e, a piece
+ * The text of the key is, in the order the engine renders it (the
+ * sections of pa_openai_int.h: the system prompt, the tools, the
+ * conversation; a section that comes in the body before one rendered
+ * ahead of it is kept until that one is complete), and within a section
+ * in order of the body: for each element of the top-level "messages", its
+ * "role" then each piece of its "content" (a string, or the "text",
+ * "image_url" ("url") and "input_audio" ("data") of each part; Anthropic's
+ * blocks); Responses' "input" items; or the top-level "prompt": a string,
+ * strings, token ids, or arrays of token ids.  A role is followed by the byte 0x1e, a piece
  * of content or prompt by 0x1f, a token id by 0x1d: they are hashed, but
  * not counted as characters.  Only the first "length" characters (code
  * points of the decoded UTF-8) are hashed, with XXH3.
@@ -28,18 +32,20 @@
  * are kept, and anything else is only checked.  So neither the memory
  * nor the key depends on how long a string is, and each byte is looked
  * at once (16 at a time in runs of plain ASCII with SSE2, else 8).  The
- * memory is pa_oai_t and two XXH3 states, about 1.8 KB, and the content
+ * memory is pa_oai_t and two XXH3 states, about 2 KB, and the content
  * of a message that comes before its role (no more than "length"
- * characters, and a record per non-empty piece).  The body is read to its
- * end unless the key is complete before: the text has "length"
+ * characters, and a record per non-empty piece), and the sections kept
+ * (no more than "length" characters in all, 1 MiB of separators).  The
+ * body is read to its end unless the key is complete before: the
+ * sections before the conversation are, the text has "length"
  * characters and "model", "cache_salt" and "prompt_cache_key" were seen.
  * As far as it is read, it must be JSON (RFC 8259, UTF-8 as in RFC 3629:
  * no overlong forms, surrogates or code points above U+10FFFF), an object
  * at the top, no deeper than PA_OAI_MAX_DEPTH.
  *
- * The key is the one the yajl-based reader of earlier releases gave, to
- * the bit, so routes do not move on an upgrade (make fuzz-diff compares
- * the two).  This keeps yajl 2.1's ways of reading JSON: \v and \f
+ * The key of a chat or completions body without "tools" is the one the
+ * yajl-based reader of earlier releases gave, to the bit, so routes do
+ * not move on an upgrade (make fuzz-diff compares the two).  This keeps yajl 2.1's ways of reading JSON: \v and \f
  * count as white space; a high surrogate escape takes any \u escape
  * after it as its low half, and one followed by anything else reads as
  * "?" (a lone low surrogate is not UTF-8: not JSON); the end of the body

@@ -2,17 +2,21 @@
 /*
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
- * The key of an OpenAI-compatible request (chat/completions, completions),
- * read by a streaming JSON scanner from the body as it comes, buffer by
- * buffer, in memory that does not grow with the body.  Plain C, no nginx
- * headers.
+ * The key of an LLM API request (OpenAI chat/completions, completions,
+ * Responses; Anthropic Messages), read by a streaming JSON scanner from
+ * the body as it comes, buffer by buffer, in memory that does not grow
+ * with the body.  Plain C, no nginx headers.
  *
  * The key is XXH3 of the first "length" characters (Unicode code points)
- * of the text: each top-level "messages" element's role and content
- * (strings, parts' "text", "image_url" and "input_audio" data), or the
- * top-level "prompt" (strings or token ids); mixed with top-level "model"
- * and "cache_salt", wherever they are in the body.  Other fields, their
- * order and whitespace do not change it.
+ * of the text, in the order the engine renders it: the system prompt
+ * ("instructions", Anthropic's "system", a first message of role system
+ * or developer), the tools, then the conversation: each top-level
+ * "messages" element's role and content (strings, parts' "text",
+ * "image_url" and "input_audio" data; Anthropic's blocks), the Responses
+ * "input" items, or the top-level "prompt" (strings or token ids); mixed
+ * with top-level "model" and "cache_salt", wherever they are in the body.
+ * Other fields, their order and whitespace do not change it.
+ * docs/directives.md ("The OpenAI key") tells each shape.
  */
 
 
@@ -114,9 +118,11 @@ typedef void (*pa_oai_text_pt)(void *ctx, const unsigned char *p, size_t n,
  * "length": characters of message text to hash, >= 1; "scan_cap": body
  * bytes after which scanning stops, 0: none, the whole body is read
  * unless the key is complete before its end.  All memory comes from
- * "alloc": about 1.8 KB, and the content of a message that comes before
- * its role (at most "length" characters); NULL if it fails or "length"
- * is 0.
+ * "alloc": about 2 KB, the content of a message that comes before its
+ * role (at most "length" characters), and the sections that come before
+ * one rendered ahead of them (at most "length" characters, twice that
+ * while the first message's role is not known, and 1 MiB of separators);
+ * NULL if it fails or "length" is 0.
  */
 pa_oai_t *pa_oai_create(const pa_alloc_t *alloc, size_t length,
     size_t scan_cap);
