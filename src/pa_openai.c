@@ -14,10 +14,11 @@
  * "role" then each piece of its "content" (a string, or the "text",
  * "image_url" ("url") and "input_audio" ("data") of each part; Anthropic's
  * blocks); Responses' "input" items; or the top-level "prompt": a string,
- * strings, token ids, or arrays of token ids.  A role is followed by the byte 0x1e, a piece
- * of content or prompt by 0x1f, a token id by 0x1d: they are hashed, but
- * not counted as characters.  Only the first "length" characters (code
- * points of the decoded UTF-8) are hashed, with XXH3.
+ * strings, token ids, or arrays of token ids.  A role is followed by the
+ * byte 0x1e, a piece of content or prompt by 0x1f, a token id or a tool
+ * by 0x1d: they are hashed, but not counted as characters.  Only the
+ * first "length" characters (code points of the decoded UTF-8) are
+ * hashed, with XXH3.
  *
  * "model" and "cache_salt" are hashed on their own and mixed in at the
  * end, so that the key does not depend on where they are in the body.
@@ -45,11 +46,12 @@
  *
  * The key of a chat or completions body without "tools" is the one the
  * yajl-based reader of earlier releases gave, to the bit, so routes do
- * not move on an upgrade (make fuzz-diff compares the two).  This keeps yajl 2.1's ways of reading JSON: \v and \f
- * count as white space; a high surrogate escape takes any \u escape
- * after it as its low half, and one followed by anything else reads as
- * "?" (a lone low surrogate is not UTF-8: not JSON); the end of the body
- * is a space, and within a string after the top value it is not garbage.
+ * not move on an upgrade (make fuzz-diff compares the two).  This keeps
+ * yajl 2.1's ways of reading JSON: \v and \f count as white space; a
+ * high surrogate escape takes any \u escape after it as its low half,
+ * and one followed by anything else reads as "?" (a lone low surrogate
+ * is not UTF-8: not JSON); the end of the body is a space, and within a
+ * string after the top value it is not garbage.
  */
 
 

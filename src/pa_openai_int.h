@@ -291,8 +291,8 @@ struct pa_oai_s {
     unsigned             first:1;      /* in the conversation's first */
     unsigned             has_tools:1;
     unsigned             has_system:1;
-    unsigned             wait_api:1;
-    unsigned             newer:1;      /* pa_oai_result_t's */   /* OpenAI: no section is hashed */
+    unsigned             wait_api:1;   /* OpenAI: no section is hashed */
+    unsigned             newer:1;      /* pa_oai_result_t's */
 
     pa_oai_frame_t       frames[PA_OAI_MAX_DEPTH];
 };

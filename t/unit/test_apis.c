@@ -457,8 +457,8 @@ test_blocks(void)
     /* tool_use input before the role: kept until it */
 
     CHECK(t_hash("{\"messages\":[{\"content\":[{\"type\":\"tool_use\","
-                 "\"input\":{\"a\":1},\"name\":\"f\"}],\"role\":\"assistant\"}]}",
-                 A, 4096)
+                 "\"input\":{\"a\":1},\"name\":\"f\"}],\"role\":"
+                 "\"assistant\"}]}", A, 4096)
           == t_hash("{\"messages\":[{\"role\":\"assistant\",\"content\":["
                     "{\"type\":\"tool_use\",\"input\":{\"a\":1},\"name\":"
                     "\"f\"}]}]}", A, 4096));
