@@ -191,6 +191,7 @@ typedef struct {
     size_t               size;
     size_t               chars;
     size_t               seps;
+    unsigned             utf8:1;    /* a byte of its text is over 0x7f */
 } pa_oai_kept_t;
 
 

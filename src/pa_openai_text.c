@@ -454,15 +454,16 @@ pa_oai_keep(pa_oai_t *x, const unsigned char *s, size_t n, int ascii)
 
     want = x->length - used;
 
+    k = &x->kept[x->sec];
+
     if (ascii) {
         len = (n < want) ? n : want;
         chars = len;
 
     } else {
         len = pa_utf8_span(s, n, want + 1, &chars);
+        k->utf8 |= (chars != len);
     }
-
-    k = &x->kept[x->sec];
 
     if (pa_oai_kept_grow(x, k, len) != 0) {
         return 0;
@@ -634,6 +635,7 @@ pa_oai_sec_drop(pa_oai_t *x, pa_oai_sec_e sec)
     k->len = 0;
     k->chars = 0;
     k->seps = 0;
+    k->utf8 = 0;
 
     x->closed |= (unsigned char) (1 << sec);
 }
@@ -695,6 +697,7 @@ static void
 pa_oai_kept_out(pa_oai_t *x, pa_oai_kept_t *k)
 {
     size_t          m;
+    uint64_t        w;
     unsigned char   sec, sep;
     unsigned char  *p, *q, *last;
 
@@ -717,11 +720,26 @@ pa_oai_kept_out(pa_oai_t *x, pa_oai_kept_t *k)
             pa_oai_sep(x, (unsigned char) (sep - PA_OAI_KEPT_SEP), q - p);
 
         } else {
+
+            /* ASCII text: 8 bytes at a time to the next separator */
+
+            if (!k->utf8) {
+                while (last - q >= 8) {
+                    memcpy(&w, q, sizeof(w));
+
+                    if (w & PA_UTF8_HIGH) {
+                        break;
+                    }
+
+                    q += 8;
+                }
+            }
+
             while (q < last && *q < PA_OAI_KEPT_SEP + PA_OAI_SEP_TOKEN) {
                 q++;
             }
 
-            m = pa_oai_text(x, p, q - p, 0);
+            m = pa_oai_text(x, p, q - p, !k->utf8);
             pa_oai_past(x, p + m, (q - p) - m);
         }
 
@@ -736,4 +754,5 @@ pa_oai_kept_out(pa_oai_t *x, pa_oai_kept_t *k)
     k->len = 0;
     k->chars = 0;
     k->seps = 0;
+    k->utf8 = 0;
 }
