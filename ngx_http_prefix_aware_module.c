@@ -256,15 +256,21 @@ ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
 
     ngx_atomic_fetch_add(&pacf->shm->counter[pd->source], 1);
 
+    if (pd->source == NGX_HTTP_PREFIX_AWARE_SOURCE_OPENAI && pd->api) {
+        ngx_atomic_fetch_add(
+                  &pacf->shm->counter[NGX_HTTP_PA_UP_API_CHAT + pd->api - 1],
+                  1);
+    }
+
     if (pd->id) {
         ngx_atomic_fetch_add(&pacf->shm->counter[NGX_HTTP_PA_UP_ID], 1);
     }
 
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "prefix_aware key: %016uxL source:%V id:%ui",
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "prefix_aware key: %016uxL source:%V id:%ui api:%V",
                    pd->keyed ? pd->hash : 0,
                    &ngx_http_prefix_aware_sources[pd->source],
-                   (ngx_uint_t) pd->id);
+                   (ngx_uint_t) pd->id, &ngx_http_prefix_aware_apis[pd->api]);
 
     return NGX_OK;
 }

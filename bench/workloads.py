@@ -67,6 +67,7 @@ import bisect
 import itertools
 import json
 import math
+import os
 import random
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -290,10 +291,13 @@ class Zipf:
 # request bodies
 
 
-def chat_body(messages, max_tokens, style, stream=True):
+def chat_body(messages, max_tokens, style, stream=True, tools=None):
     opts = {"max_tokens": max_tokens, "stream": stream}
     if stream:
         opts["stream_options"] = {"include_usage": True}
+    if tools:
+        # last, after the messages, as the SDKs send them
+        opts["tools"] = tools
     if style == "js":
         obj = {"model": MODEL, **opts, "messages": messages}
         return json.dumps(obj, separators=(",", ":")).encode()
@@ -562,7 +566,29 @@ def gen_agentic(p):
     from one mean agent's length before t = 0 and only requests at t >= 0
     are sent (an agent that started before t = 0 first sends a history no
     cache has seen, as after a restart).  group = agent's app,
-    session = agent."""
+    session = agent.
+
+    BENCH_AGENTIC_TOOLS=app|shared: each request also has "tools" (8
+    function tools, about 600 tokens): each app's own, or one set shared
+    by all apps (issue 44: tools are part of the chat key); drawn from a
+    random stream of their own, so the rest of the workload is the same."""
+    tools_mode = os.environ.get("BENCH_AGENTIC_TOOLS", "none")
+    trng = random.Random(p["seed"] + 7919)
+
+    def toolset(tag):
+        return [{"type": "function", "function": {
+            "name": "%s_tool_%d" % (tag, i),
+            "description": text(trng, 40),
+            "parameters": {"type": "object", "properties": {
+                "arg%d" % j: {"type": "string", "description": text(trng, 10)}
+                for j in range(3)}, "required": ["arg0"]}}}
+            for i in range(8)]
+
+    tools = [None] * p["apps"]
+    if tools_mode == "shared":
+        tools = [toolset("shared")] * p["apps"]
+    elif tools_mode == "app":
+        tools = [toolset("app%d" % k) for k in range(p["apps"])]
     rng = random.Random(p["seed"])
     systems = []
     for k in range(p["apps"]):
@@ -598,7 +624,8 @@ def gen_agentic(p):
                 out = rng.randint(*p["call_tokens"])
                 if t >= 0:
                     reqs.append(Request(t, aid, turn, "/v1/chat/completions",
-                                        chat_body(msgs, out, style),
+                                        chat_body(msgs, out, style,
+                                                  tools=tools[k]),
                                         "app%d" % k, out, style))
                 if turn == len(results):
                     break

@@ -10,7 +10,8 @@
  * the whole text's characters past the key's, in 1 to 4 bytes each.
  * The text hook is given pieces whose "chars" is their count of
  * characters (the scanner's ASCII runs are not counted again), and as
- * many characters in all as the key has.
+ * many characters in all as the key has.  All of it twice: read as an
+ * OpenAI body (chat, completions, Responses) and as an Anthropic one.
  */
 
 
@@ -41,6 +42,8 @@ typedef struct {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static void f_one(const uint8_t *data, size_t size);
+
 static void f_run(const uint8_t *data, size_t size, size_t length,
     size_t cap, size_t split, long fail_at, f_run_t *run);
 static void f_same(const f_run_t *a, const f_run_t *b);
@@ -51,10 +54,24 @@ static void f_hook(void *ctx, const unsigned char *p, size_t n,
 static ta_arena_t  f_arena = { NULL, -1, 0 };
 static int         f_past;
 static size_t      f_chars;     /* the characters the hook was given */
+static int         f_dialect;   /* pa_oai_dialect_e of the runs */
 
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    for (f_dialect = PA_OAI_OPENAI; f_dialect <= PA_OAI_ANTHROPIC;
+         f_dialect++)
+    {
+        f_one(data, size);
+    }
+
+    return 0;
+}
+
+
+static void
+f_one(const uint8_t *data, size_t size)
 {
     size_t          i, pos, cap;
     f_run_t         whole, split, bytes, past, all;
@@ -125,8 +142,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     ta_reset(&f_arena);
-
-    return 0;
 }
 
 
@@ -163,6 +178,8 @@ f_run(const uint8_t *data, size_t size, size_t length, size_t cap,
     if (f_past) {
         pa_oai_count_past(x);
     }
+
+    pa_oai_dialect(x, (pa_oai_dialect_e) f_dialect);
 
     f_chars = 0;
     pa_oai_text_hook(x, f_hook, NULL);

@@ -104,6 +104,11 @@ enum {
     NGX_HTTP_PA_UP_INVALID_PCK,
     NGX_HTTP_PA_UP_KEYED,
     NGX_HTTP_PA_UP_FIRST_USABLE,
+    /* OpenAI-format keys by API, indexed by pa_oai_api_e - 1 */
+    NGX_HTTP_PA_UP_API_CHAT,
+    NGX_HTTP_PA_UP_API_COMPLETIONS,
+    NGX_HTTP_PA_UP_API_RESPONSES,
+    NGX_HTTP_PA_UP_API_MESSAGES,
     NGX_HTTP_PA_UP_HIST_SUM,
     NGX_HTTP_PA_UP_NCOUNTERS
 };
@@ -448,6 +453,8 @@ typedef struct {
     unsigned                               has_model:1;
 
     unsigned                               source:2;
+    unsigned                               api:3;     /* pa_oai_api_e */
+    unsigned                               no_record:1;
     unsigned                               strategy:2;
     unsigned                               keyed:1;
     unsigned                               id:1;
@@ -977,6 +984,8 @@ ngx_int_t ngx_http_prefix_aware_add_variables(ngx_conf_t *cf);
 
 /* key-source names, indexed by NGX_HTTP_PREFIX_AWARE_SOURCE_* */
 extern ngx_str_t     ngx_http_prefix_aware_sources[];
+/* API names, indexed by pa_oai_api_e */
+extern ngx_str_t     ngx_http_prefix_aware_apis[];
 
 /* strategy names, indexed by NGX_HTTP_PA_STRATEGY_* */
 extern ngx_str_t     ngx_http_prefix_aware_strategies[];

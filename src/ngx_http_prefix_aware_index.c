@@ -770,17 +770,28 @@ ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     cached = pa_blocks_kept(pd->depth, (uint32_t) pacf->head,
                             (uint32_t) pacf->stride);
 
-    age = pa_index_record_held(&pacf->index, pacf->id[server], pd->blocks,
-                               pd->nblocks, cached, pd->depth,
-                               (uint32_t) size);
+    if (pd->no_record) {
+
+        /*
+         * /v1/messages/count_tokens: routed as its message would be, but
+         * the engine prefills nothing of it, so nothing is cached there
+         */
+
+        age = -1;
+
+    } else {
+        age = pa_index_record_held(&pacf->index, pacf->id[server],
+                                   pd->blocks, pd->nblocks, cached,
+                                   pd->depth, (uint32_t) size);
+
+        if (pacf->sync) {
+            ngx_http_prefix_aware_sync_record(pacf, server, pd->blocks,
+                                              pd->nblocks, cached,
+                                              (uint32_t) size);
+        }
+    }
 
     ngx_http_prefix_aware_feedback_start(pd, server, age);
-
-    if (pacf->sync) {
-        ngx_http_prefix_aware_sync_record(pacf, server, pd->blocks,
-                                          pd->nblocks, cached,
-                                          (uint32_t) size);
-    }
 
     ngx_atomic_fetch_add(&s->work, (ngx_atomic_int_t) pd->cost);
 

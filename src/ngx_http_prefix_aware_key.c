@@ -4,7 +4,8 @@
  *
  * The routing key of a request: the tenant id header, the buffered body
  * read in place (memory buffers or a temp file), the raw-byte and OpenAI
- * keys (and the OpenAI body's model), and the 400 for an invalid id.
+ * keys (chat, completions, Responses, Anthropic Messages; and the body's
+ * model), and the 400 for an invalid id.
  */
 
 
@@ -43,10 +44,13 @@ typedef struct {
 
 static ngx_int_t ngx_http_prefix_aware_find_id(ngx_http_request_t *r,
     ngx_str_t *id, ngx_str_t *reason);
+static ngx_uint_t ngx_http_prefix_aware_path(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t format,
+    pa_oai_dialect_e *dialect);
 static ngx_int_t ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd,
     ngx_http_prefix_aware_scratch_t *scratch, ngx_uint_t format,
-    ngx_str_t *id, u_char *pck, size_t *pck_len);
+    pa_oai_dialect_e dialect, ngx_str_t *id, u_char *pck, size_t *pck_len);
 static ngx_int_t ngx_http_prefix_aware_body(ngx_http_request_t *r,
     ngx_http_prefix_aware_scratch_t *scratch,
     ngx_http_prefix_aware_feed_pt feed, void *data, size_t chunk);
@@ -72,16 +76,15 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
 {
     size_t                              idlen;
     u_char                             *idp;
-    ngx_str_t                           id, *uri;
+    ngx_str_t                           id;
     ngx_int_t                           rc;
     ngx_uint_t                          format, k;
+    pa_oai_dialect_e                    dialect;
     ngx_http_prefix_aware_srv_conf_t   *pacf;
     ngx_http_prefix_aware_scratch_t     scratch;
     u_char                              pck[PA_ID_MAX_LEN];
     uint64_t                            stack[NGX_HTTP_PREFIX_AWARE_SCRATCH
                                               / sizeof(uint64_t)];
-
-    static ngx_str_t  completions = ngx_string("/completions");
 
     pacf = pd->conf;
 
@@ -110,27 +113,15 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
 
     } else if (r->request_body && r->request_body->bufs) {
 
-        format = pacf->format;
-
-        if (format == NGX_HTTP_PREFIX_AWARE_FORMAT_AUTO) {
-            uri = &r->uri;
-            format = NGX_HTTP_PREFIX_AWARE_FORMAT_BODY;
-
-            if (uri->len >= completions.len
-                && ngx_strncmp(uri->data + uri->len - completions.len,
-                               completions.data, completions.len) == 0)
-            {
-                format = NGX_HTTP_PREFIX_AWARE_FORMAT_OPENAI;
-            }
-        }
+        format = ngx_http_prefix_aware_path(r, pd, pacf->format, &dialect);
 
         scratch.pos = (u_char *) stack;
         scratch.last = (u_char *) stack + sizeof(stack);
         scratch.pool = NULL;
         scratch.log = r->connection->log;
 
-        rc = ngx_http_prefix_aware_key_body(r, pd, &scratch, format, &id, pck,
-                                            idlen ? NULL : &idlen);
+        rc = ngx_http_prefix_aware_key_body(r, pd, &scratch, format, dialect,
+                                            &id, pck, idlen ? NULL : &idlen);
 
         if (scratch.pool) {
             ngx_destroy_pool(scratch.pool);
@@ -179,6 +170,57 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
 
 
 /*
+ * the format by the path: with format=auto, a path ending in
+ * "/completions" (chat, completions), "/v1/responses" (not
+ * "/v1/responses/{id}") and "/v1/messages" or "/v1/messages/count_tokens"
+ * (Anthropic) is JSON of its API, any other raw bytes; with format=openai,
+ * the Anthropic paths are Anthropic JSON, others OpenAI.  count_tokens is
+ * routed by its key and not recorded in the index
+ */
+
+static ngx_uint_t
+ngx_http_prefix_aware_path(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t format,
+    pa_oai_dialect_e *dialect)
+{
+    ngx_str_t   *uri;
+    ngx_uint_t   i, api;
+
+    static ngx_str_t  paths[] = {
+        ngx_string("/completions"),
+        ngx_string("/v1/responses"),
+        ngx_string("/v1/messages"),
+        ngx_string("/v1/messages/count_tokens")
+    };
+
+    uri = &r->uri;
+    api = 0;
+
+    for (i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        if (uri->len >= paths[i].len
+            && ngx_strncmp(uri->data + uri->len - paths[i].len,
+                           paths[i].data, paths[i].len) == 0)
+        {
+            api = i + 1;
+        }
+    }
+
+    *dialect = (api >= 3) ? PA_OAI_ANTHROPIC : PA_OAI_OPENAI;
+
+    if (api == 4) {
+        pd->no_record = 1;
+    }
+
+    if (format != NGX_HTTP_PREFIX_AWARE_FORMAT_AUTO) {
+        return format;
+    }
+
+    return api ? NGX_HTTP_PREFIX_AWARE_FORMAT_OPENAI
+               : NGX_HTTP_PREFIX_AWARE_FORMAT_BODY;
+}
+
+
+/*
  * the key of a buffered body, OpenAI JSON or raw bytes; a valid
  * prompt_cache_key is copied to "pck" and its length set in "*pck_len"
  * if "pck_len" is not NULL (no id header).  With index=, the chained
@@ -190,7 +232,7 @@ static ngx_int_t
 ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd,
     ngx_http_prefix_aware_scratch_t *scratch, ngx_uint_t format,
-    ngx_str_t *id, u_char *pck, size_t *pck_len)
+    pa_oai_dialect_e dialect, ngx_str_t *id, u_char *pck, size_t *pck_len)
 {
     off_t                               size;
     size_t                              len;
@@ -242,6 +284,8 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
             return NGX_ERROR;
         }
 
+        pa_oai_dialect(x, dialect);
+
         if (b) {
             (void) pa_blocks_init(b, 1, (uint32_t) pacf->block, max,
                                   pd->blocks);
@@ -286,6 +330,7 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
 
             pd->hash = res.hash;
             pd->source = NGX_HTTP_PREFIX_AWARE_SOURCE_OPENAI;
+            pd->api = res.api;
             seed = res.meta;
             past = res.past;
 
@@ -294,9 +339,10 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
                 pd->has_model = 1;
             }
 
-            ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                           "prefix_aware openai: %uz characters, "
-                           "%uz bytes scanned", res.chars, res.scanned);
+            ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                           "prefix_aware openai: %s, %uz characters, "
+                           "%uz bytes scanned", pa_oai_api_name(res.api),
+                           res.chars, res.scanned);
 
             goto blocks;
         }

@@ -272,6 +272,19 @@ ngx_http_prefix_aware_prometheus(ngx_http_prefix_aware_main_conf_t *pamcf,
         }
     }
 
+    ngx_http_prefix_aware_family(w, "keys_api_total", "counter",
+        "Requests keyed by the JSON of an API, by the API.");
+
+    for (i = 0; i < nup; i++) {
+        for (k = 1; k < PA_OAI_API_N; k++) {
+            ngx_http_prefix_aware_printf(w,
+                "nginx_prefix_aware_keys_api_total"
+                "{upstream=\"%V\",api=\"%V\"} %uA\n",
+                &label[i][0], &ngx_http_prefix_aware_apis[k],
+                pacf[i]->shm->counter[NGX_HTTP_PA_UP_API_CHAT + k - 1]);
+        }
+    }
+
     for (m = ngx_http_prefix_aware_up_metrics; m->name; m++) {
         ngx_http_prefix_aware_family(w, m->name, "counter", m->help);
 
@@ -423,10 +436,20 @@ ngx_http_prefix_aware_json(ngx_http_prefix_aware_main_conf_t *pamcf,
         ngx_http_prefix_aware_printf(w,
             "%s\n    \"%V\": {\n"
             "      \"length\": %ui, \"threshold\": %ui, \"format\": \"%s\",\n"
-            "      \"keys\": { \"%V\": %uA, \"%V\": %uA, \"%V\": %uA },\n",
+            "      \"keys\": { \"%V\": %uA, \"%V\": %uA, \"%V\": %uA },\n"
+            "      \"apis\": { \"%V\": %uA, \"%V\": %uA, \"%V\": %uA, "
+            "\"%V\": %uA },\n",
             i ? "," : "", &name, c->length, c->threshold, formats[c->format],
             &src[0], up->counter[0], &src[1], up->counter[1],
-            &src[2], up->counter[2]);
+            &src[2], up->counter[2],
+            &ngx_http_prefix_aware_apis[1],
+            up->counter[NGX_HTTP_PA_UP_API_CHAT],
+            &ngx_http_prefix_aware_apis[2],
+            up->counter[NGX_HTTP_PA_UP_API_COMPLETIONS],
+            &ngx_http_prefix_aware_apis[3],
+            up->counter[NGX_HTTP_PA_UP_API_RESPONSES],
+            &ngx_http_prefix_aware_apis[4],
+            up->counter[NGX_HTTP_PA_UP_API_MESSAGES]);
 
         /* the Prometheus names without "_total" */
 

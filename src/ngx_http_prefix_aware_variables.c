@@ -46,6 +46,15 @@ ngx_str_t  ngx_http_prefix_aware_sources[] = {
 };
 
 
+ngx_str_t  ngx_http_prefix_aware_apis[] = {
+    ngx_string("openai"),
+    ngx_string("chat"),
+    ngx_string("completions"),
+    ngx_string("responses"),
+    ngx_string("messages")
+};
+
+
 static ngx_int_t
 ngx_http_prefix_aware_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data)
@@ -122,6 +131,15 @@ ngx_http_prefix_aware_variable(ngx_http_request_t *r,
         return NGX_OK;
 
     default: /* 2 */
+
+        /* a key read from the JSON of an API: the API's name */
+
+        if (pd->source == NGX_HTTP_PREFIX_AWARE_SOURCE_OPENAI) {
+            v->len = ngx_http_prefix_aware_apis[pd->api].len;
+            v->data = ngx_http_prefix_aware_apis[pd->api].data;
+            return NGX_OK;
+        }
+
         v->len = ngx_http_prefix_aware_sources[pd->source].len;
         v->data = ngx_http_prefix_aware_sources[pd->source].data;
         return NGX_OK;

@@ -195,8 +195,8 @@ pa_oai_token(pa_oai_t *x, const unsigned char *p)
         }
 
         x->in_key = 1;
-        x->sink = PA_K_BUF;
         x->buf_len = 0;
+        pa_oai_key_begin(x);
         x->state = PA_L_STRING;
         return p + 1;
 

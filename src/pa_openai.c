@@ -6,14 +6,19 @@
  * scanner buffer by buffer: no tree is built, no string is kept whole,
  * and no more text is copied than the key needs.
  *
- * The text of the key is, in order of the body: for each element of the
- * top-level "messages", its "role" then each piece of its "content" (a
- * string, or the "text", "image_url" ("url") and "input_audio" ("data")
- * of each part); or the top-level "prompt": a string, strings, token ids,
- * or arrays of token ids.  A role is followed by the byte 0x1e, a piece
- * of content or prompt by 0x1f, a token id by 0x1d: they are hashed, but
- * not counted as characters.  Only the first "length" characters (code
- * points of the decoded UTF-8) are hashed, with XXH3.
+ * The text of the key is, in the order the engine renders it (the
+ * sections of pa_openai_int.h: the system prompt, the tools, the
+ * conversation; a section that comes in the body before one rendered
+ * ahead of it is kept until that one is complete), and within a section
+ * in order of the body: for each element of the top-level "messages", its
+ * "role" then each piece of its "content" (a string, or the "text",
+ * "image_url" ("url") and "input_audio" ("data") of each part; Anthropic's
+ * blocks); Responses' "input" items; or the top-level "prompt": a string,
+ * strings, token ids, or arrays of token ids.  A role is followed by the
+ * byte 0x1e, a piece of content or prompt by 0x1f, a token id or a tool
+ * by 0x1d: they are hashed, but not counted as characters.  Only the
+ * first "length" characters (code points of the decoded UTF-8) are
+ * hashed, with XXH3.
  *
  * "model" and "cache_salt" are hashed on their own and mixed in at the
  * end, so that the key does not depend on where they are in the body.
@@ -28,22 +33,25 @@
  * are kept, and anything else is only checked.  So neither the memory
  * nor the key depends on how long a string is, and each byte is looked
  * at once (16 at a time in runs of plain ASCII with SSE2, else 8).  The
- * memory is pa_oai_t and two XXH3 states, about 1.8 KB, and the content
+ * memory is pa_oai_t and two XXH3 states, about 2 KB, and the content
  * of a message that comes before its role (no more than "length"
- * characters, and a record per non-empty piece).  The body is read to its
- * end unless the key is complete before: the text has "length"
+ * characters, and a record per non-empty piece), and the sections kept
+ * (no more than "length" characters in all, 1 MiB of separators).  The
+ * body is read to its end unless the key is complete before: the
+ * sections before the conversation are, the text has "length"
  * characters and "model", "cache_salt" and "prompt_cache_key" were seen.
  * As far as it is read, it must be JSON (RFC 8259, UTF-8 as in RFC 3629:
  * no overlong forms, surrogates or code points above U+10FFFF), an object
  * at the top, no deeper than PA_OAI_MAX_DEPTH.
  *
- * The key is the one the yajl-based reader of earlier releases gave, to
- * the bit, so routes do not move on an upgrade (make fuzz-diff compares
- * the two).  This keeps yajl 2.1's ways of reading JSON: \v and \f
- * count as white space; a high surrogate escape takes any \u escape
- * after it as its low half, and one followed by anything else reads as
- * "?" (a lone low surrogate is not UTF-8: not JSON); the end of the body
- * is a space, and within a string after the top value it is not garbage.
+ * The key of a chat or completions body without "tools" is the one the
+ * yajl-based reader of earlier releases gave, to the bit, so routes do
+ * not move on an upgrade (make fuzz-diff compares the two).  This keeps
+ * yajl 2.1's ways of reading JSON: \v and \f count as white space; a
+ * high surrogate escape takes any \u escape after it as its low half,
+ * and one followed by anything else reads as "?" (a lone low surrogate
+ * is not UTF-8: not JSON); the end of the body is a space, and within a
+ * string after the top value it is not garbage.
  */
 
 
@@ -79,6 +87,7 @@ pa_oai_create(const pa_alloc_t *alloc, size_t length, size_t scan_cap)
     x->status = PA_OAI_OK;
     x->rc = PA_OAI_MORE;
     x->state = PA_L_VALUE;
+    x->wait_api = 1;
 
     /* the states want 64-byte alignment, SSE2 code needs 16 at least */
 
@@ -111,6 +120,14 @@ void
 pa_oai_hook_only(pa_oai_t *x)
 {
     x->hook_only = (x->hook != NULL);
+}
+
+
+void
+pa_oai_dialect(pa_oai_t *x, pa_oai_dialect_e dialect)
+{
+    x->dialect = (unsigned char) dialect;
+    x->wait_api = (dialect == PA_OAI_OPENAI);
 }
 
 
@@ -198,11 +215,28 @@ pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res)
         x->rc = (x->status == PA_OAI_OK) ? PA_OAI_DONE : PA_OAI_FALLBACK;
     }
 
+    /* the sections kept are hashed in their order */
+
+    if (x->status == PA_OAI_OK && x->live < PA_SEC_N) {
+
+        if (x->first) {
+            /* at a scan cap in the first message: not a system one */
+            x->first = 0;
+            pa_oai_sec_move(x, PA_SEC_FIRST, PA_SEC_CONV);
+        }
+
+        x->closed = (1 << PA_SEC_N) - 1;
+        x->wait_api = 0;
+        pa_oai_advance(x);
+    }
+
     /* the separators the text ended with */
     pa_oai_sep_flush(x);
 
     res->status = x->status;
     res->scanned = x->scanned;
+    res->api = (pa_oai_api_e) x->api;
+    res->newer = x->newer;
 
     if (x->status != PA_OAI_OK) {
         return;
@@ -217,6 +251,8 @@ pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res)
     res->meta = XXH3_64bits(&v[1], 3 * sizeof(uint64_t));
     res->model = x->model;
     res->has_model = x->model_str;
+    res->has_tools = x->has_tools;
+    res->has_system = x->has_system;
     res->chars = x->chars;
     res->past = x->past;
 
@@ -251,4 +287,15 @@ pa_oai_status_name(pa_oai_status_e status)
     }
 
     return "unknown";
+}
+
+
+const char *
+pa_oai_api_name(pa_oai_api_e api)
+{
+    static const char  *names[] = {
+        "none", "chat", "completions", "responses", "messages"
+    };
+
+    return ((unsigned) api < PA_OAI_API_N) ? names[api] : "none";
 }

@@ -2,17 +2,21 @@
 /*
  * Copyright (C) The ngx_http_prefix_aware_module authors.
  *
- * The key of an OpenAI-compatible request (chat/completions, completions),
- * read by a streaming JSON scanner from the body as it comes, buffer by
- * buffer, in memory that does not grow with the body.  Plain C, no nginx
- * headers.
+ * The key of an LLM API request (OpenAI chat/completions, completions,
+ * Responses; Anthropic Messages), read by a streaming JSON scanner from
+ * the body as it comes, buffer by buffer, in memory that does not grow
+ * with the body.  Plain C, no nginx headers.
  *
  * The key is XXH3 of the first "length" characters (Unicode code points)
- * of the text: each top-level "messages" element's role and content
- * (strings, parts' "text", "image_url" and "input_audio" data), or the
- * top-level "prompt" (strings or token ids); mixed with top-level "model"
- * and "cache_salt", wherever they are in the body.  Other fields, their
- * order and whitespace do not change it.
+ * of the text, in the order the engine renders it: the system prompt
+ * ("instructions", Anthropic's "system", a first message of role system
+ * or developer), the tools, then the conversation: each top-level
+ * "messages" element's role and content (strings, parts' "text",
+ * "image_url" and "input_audio" data; Anthropic's blocks), the Responses
+ * "input" items, or the top-level "prompt" (strings or token ids); mixed
+ * with top-level "model" and "cache_salt", wherever they are in the body.
+ * Other fields, their order and whitespace do not change it.
+ * docs/directives.md ("The OpenAI key") tells each shape.
  */
 
 
@@ -52,8 +56,27 @@ typedef enum {
 } pa_oai_status_e;
 
 
+/* the API a body is of, by its fields (and the dialect) */
+typedef enum {
+    PA_OAI_API_NONE = 0,
+    PA_OAI_API_CHAT,           /* "messages" */
+    PA_OAI_API_COMPLETIONS,    /* "prompt" */
+    PA_OAI_API_RESPONSES,      /* "input" */
+    PA_OAI_API_MESSAGES        /* Anthropic "messages" */
+} pa_oai_api_e;
+
+#define PA_OAI_API_N  5
+
+
+typedef enum {
+    PA_OAI_OPENAI = 0,         /* chat, completions, Responses */
+    PA_OAI_ANTHROPIC           /* Messages (/v1/messages) */
+} pa_oai_dialect_e;
+
+
 typedef struct {
     pa_oai_status_e  status;
+    pa_oai_api_e     api;
     uint64_t         hash;          /* text + model + cache_salt */
     uint64_t         meta;          /* model + cache_salt alone */
     uint64_t         model;         /* XXH3 of the model's bytes, or 0 */
@@ -62,6 +85,15 @@ typedef struct {
     size_t           scanned;       /* body bytes given to the parser */
 
     unsigned         has_model:1;   /* "model" is a top-level string */
+    unsigned         has_tools:1;   /* a tool is in the key's text */
+    unsigned         has_system:1;  /* "instructions" or "system" is */
+
+    /*
+     * a field earlier releases did not read was: "input",
+     * "instructions", "system" or "tools" (the differential test's
+     * filter: without it, the key is theirs)
+     */
+    unsigned         newer:1;
 
     /* prompt_cache_key, if a top-level string; valid only if status OK */
     unsigned         has_pck:1;
@@ -86,9 +118,11 @@ typedef void (*pa_oai_text_pt)(void *ctx, const unsigned char *p, size_t n,
  * "length": characters of message text to hash, >= 1; "scan_cap": body
  * bytes after which scanning stops, 0: none, the whole body is read
  * unless the key is complete before its end.  All memory comes from
- * "alloc": about 1.8 KB, and the content of a message that comes before
- * its role (at most "length" characters); NULL if it fails or "length"
- * is 0.
+ * "alloc": about 2 KB, the content of a message that comes before its
+ * role (at most "length" characters), and the sections that come before
+ * one rendered ahead of them (at most "length" characters, twice that
+ * while the first message's role is not known, and 1 MiB of separators);
+ * NULL if it fails or "length" is 0.
  */
 pa_oai_t *pa_oai_create(const pa_alloc_t *alloc, size_t length,
     size_t scan_cap);
@@ -123,6 +157,13 @@ void pa_oai_hook_only(pa_oai_t *x);
 void pa_oai_count_past(pa_oai_t *x);
 
 /*
+ * Optional, before the first feed: the body is an Anthropic Messages
+ * request ("system", "messages" of blocks); the default is OpenAI's
+ * chat, completions or Responses, told apart by the body's fields.
+ */
+void pa_oai_dialect(pa_oai_t *x, pa_oai_dialect_e dialect);
+
+/*
  * "p" is not kept after the call; once DONE or FALLBACK, the same is
  * returned and nothing more is read.  At an explicit scan cap: DONE if
  * some text was seen, else FALLBACK (PA_OAI_NO_TEXT).
@@ -133,6 +174,7 @@ pa_oai_rc_e pa_oai_feed(pa_oai_t *x, const unsigned char *p, size_t n);
 void pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res);
 
 const char *pa_oai_status_name(pa_oai_status_e status);
+const char *pa_oai_api_name(pa_oai_api_e api);
 
 
 #endif /* _PA_OPENAI_H_INCLUDED_ */

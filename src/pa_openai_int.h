@@ -22,6 +22,12 @@
 #define PA_OAI_SEP_PIECE   0x1f
 #define PA_OAI_SEP_TOKEN   0x1d
 
+/* a separator kept in a section's buffer: a byte UTF-8 never has */
+#define PA_OAI_KEPT_SEP    0xe0
+
+/* separators kept in all sections at most: empty strings, 1 MiB */
+#define PA_OAI_KEPT_SEPS   (1024 * 1024)
+
 /* kept of a "prompt_cache_key" or an object key; sizeof(res->pck) */
 #define PA_OAI_BUF         64
 
@@ -47,7 +53,13 @@ typedef enum {
     PA_F_IMAGE_URL,
     PA_F_INPUT_AUDIO,
     PA_F_PROMPT,
-    PA_F_TOKENS
+    PA_F_TOKENS,
+    PA_F_INPUT,                /* Responses "input" items */
+    PA_F_ITEM,
+    PA_F_SOURCE,               /* an Anthropic image's "source" */
+    PA_F_TOOLS,
+    PA_F_TOOL,                 /* a tool, or chat's tool "function" */
+    PA_F_JSON                  /* parameters, input: rendered as text */
 } pa_oai_frame_e;
 
 
@@ -68,8 +80,43 @@ typedef enum {
     PA_S_IMAGE_URL,
     PA_S_INPUT_AUDIO,
     PA_S_PROMPT_ITEM,
-    PA_S_TOKEN
+    PA_S_TOKEN,
+    PA_S_INPUT,
+    PA_S_ITEM,
+    PA_S_ITEM_TYPE,
+    PA_S_INSTR,                /* Responses "instructions" */
+    PA_S_SYSTEM,               /* Anthropic "system" */
+    PA_S_TOOLS,
+    PA_S_TOOL,
+    PA_S_TOOL_TYPE,
+    PA_S_TOOL_FUNC,
+    PA_S_JSON,
+    PA_S_SOURCE
 } pa_oai_slot_e;
+
+
+/*
+ * the sections of the key's text, in the order the engine renders them,
+ * whatever the body's order: "instructions" or Anthropic's "system", the
+ * first message if its role is "system" or "developer", the tools, the
+ * conversation
+ */
+typedef enum {
+    PA_SEC_SYSTEM = 0,
+    PA_SEC_FIRST,
+    PA_SEC_TOOLS,
+    PA_SEC_CONV,
+    PA_SEC_N
+} pa_oai_sec_e;
+
+
+/* what top-level field the value read is in: which object keys count */
+#define PA_SH_CHAT         0x01    /* chat "messages", "prompt" */
+#define PA_SH_RESP         0x02    /* Responses "input" */
+#define PA_SH_ANTH         0x04    /* Anthropic "messages", "system" */
+#define PA_SH_TOOLS        0x08
+#define PA_SH_OPENAI       0x10    /* the top level, OpenAI dialect */
+#define PA_SH_ANTHROPIC    0x20    /* the top level, Anthropic dialect */
 
 
 /* where the scanner is */
@@ -129,7 +176,23 @@ typedef struct {
     unsigned char        kind;      /* pa_oai_frame_e */
     unsigned char        slot;      /* pa_oai_slot_e */
     unsigned char        array;
+    unsigned char        count;     /* values in it so far, 0 or 1 */
 } pa_oai_frame_t;
+
+
+/*
+ * the text of a section that comes in the body before a section rendered
+ * ahead of it, kept until that one is complete: UTF-8, each separator a
+ * byte PA_OAI_KEPT_SEP + its value (0xfd..0xff, never in UTF-8)
+ */
+typedef struct {
+    unsigned char       *data;
+    size_t               len;
+    size_t               size;
+    size_t               chars;
+    size_t               seps;
+    unsigned             utf8:1;    /* a byte of its text is over 0x7f */
+} pa_oai_kept_t;
 
 
 struct pa_oai_s {
@@ -167,6 +230,22 @@ struct pa_oai_s {
     size_t               pend_chars;
     size_t               pend_rec;     /* the open record */
     size_t               pend_last;    /* the last closed one, + 1 */
+
+    /* the sections: which is written, which is hashed as it comes */
+    pa_oai_kept_t        kept[PA_SEC_N];
+    size_t               kept_chars;   /* in all of them */
+    size_t               kept_seps;
+
+    unsigned char        dialect;      /* pa_oai_dialect_e */
+    unsigned char        api;          /* pa_oai_api_e */
+    unsigned char        shape;        /* PA_SH_* */
+    unsigned char        sec;          /* pa_oai_sec_e written */
+    unsigned char        live;         /* the first not complete */
+    unsigned char        closed;       /* 1 << sec: complete */
+    unsigned char        json_sink;    /* pa_oai_sink_e of a JSON text */
+    unsigned char        json_val;     /* pa_oai_val_e of it */
+    unsigned char        role_len;     /* of "role", up to 16 kept */
+    unsigned char        role[16];
 
     /* the scanner: a string, an escape, a number, a literal */
     uint32_t             cp;
@@ -210,6 +289,11 @@ struct pa_oai_s {
     unsigned             pck_seen:1;
     unsigned             has_pck:1;
     unsigned             pck_invalid:1;
+    unsigned             first:1;      /* in the conversation's first */
+    unsigned             has_tools:1;
+    unsigned             has_system:1;
+    unsigned             wait_api:1;   /* OpenAI: no section is hashed */
+    unsigned             newer:1;      /* pa_oai_result_t's */
 
     pa_oai_frame_t       frames[PA_OAI_MAX_DEPTH];
 };
@@ -226,6 +310,7 @@ void pa_oai_open(pa_oai_t *x, pa_oai_type_e type);
 void pa_oai_close(pa_oai_t *x);
 void pa_oai_begin(pa_oai_t *x, pa_oai_type_e type);
 void pa_oai_end(pa_oai_t *x, pa_oai_type_e type);
+void pa_oai_key_begin(pa_oai_t *x);
 void pa_oai_key(pa_oai_t *x);
 
 
@@ -239,6 +324,19 @@ pa_oai_fail(pa_oai_t *x, pa_oai_status_e status)
     }
 }
 
+/*
+ * the section written is hashed as it comes: it is the first not
+ * complete, and not the first message, whose place is not known yet;
+ * in an OpenAI body, once its API is known
+ */
+
+static inline int
+pa_oai_streams(pa_oai_t *x)
+{
+    return x->sec == x->live && !x->wait_api
+           && (x->sec != PA_SEC_FIRST || (x->closed & (1 << PA_SEC_FIRST)));
+}
+
 /* pa_openai_text.c: where the bytes of a value go, the key's text */
 
 void pa_oai_data(pa_oai_t *x, const unsigned char *s, size_t n);
@@ -250,6 +348,11 @@ void pa_oai_flush(pa_oai_t *x);
 void pa_oai_pck(pa_oai_t *x);
 void pa_oai_sep(pa_oai_t *x, unsigned char sep, size_t n);
 void pa_oai_sep_flush(pa_oai_t *x);
+size_t pa_oai_used(pa_oai_t *x);
+void pa_oai_sec_close(pa_oai_t *x, pa_oai_sec_e sec);
+void pa_oai_sec_drop(pa_oai_t *x, pa_oai_sec_e sec);
+void pa_oai_sec_move(pa_oai_t *x, pa_oai_sec_e from, pa_oai_sec_e to);
+void pa_oai_advance(pa_oai_t *x);
 
 
 #endif /* _PA_OPENAI_INT_H_INCLUDED_ */

@@ -6,8 +6,10 @@
  * what the scanner (src/pa_json.c) reads, a container opened or closed,
  * a value begun or ended, an object key, is placed here in the body's
  * grammar (a message, its role and content, "prompt", "model",
- * "cache_salt", "prompt_cache_key") and decides where the value's bytes
- * go (src/pa_openai_text.c).
+ * "cache_salt", "prompt_cache_key"; Responses' "instructions" and
+ * "input" items; Anthropic's "system" and blocks; the tools) and decides
+ * where the value's bytes go and in which section of the key's text
+ * (src/pa_openai_text.c).
  */
 
 
@@ -17,33 +19,76 @@
 
 
 static void pa_oai_next(pa_oai_t *x);
-static pa_oai_slot_e pa_oai_key_slot(pa_oai_frame_e kind,
+static pa_oai_slot_e pa_oai_key_slot(pa_oai_t *x, pa_oai_frame_e kind,
     const unsigned char *s, size_t n);
+static void pa_oai_top_key(pa_oai_t *x, pa_oai_frame_t *f);
+static void pa_oai_top_end(pa_oai_t *x, pa_oai_slot_e slot);
+static void pa_oai_set_api(pa_oai_t *x, pa_oai_api_e api);
+static void pa_oai_message_open(pa_oai_t *x);
 static void pa_oai_message_end(pa_oai_t *x);
+static void pa_oai_role(pa_oai_t *x, const char *role, size_t len);
+static void pa_oai_piece(pa_oai_t *x);
+static void pa_oai_item_type(pa_oai_t *x);
+static void pa_oai_tool_type(pa_oai_t *x);
+static int pa_oai_buf_is(pa_oai_t *x, const char *s);
+static void pa_oai_json_value(pa_oai_t *x);
+static void pa_oai_json_end(pa_oai_t *x);
+static void pa_oai_json_put(pa_oai_t *x, const char *s, size_t n);
 
 
 /* the object keys the key reads, by the object they are in */
 
-#define pa_oai_name(kind, lit, slot)  { kind, sizeof(lit) - 1, lit, slot }
+#define pa_oai_name(kind, shapes, lit, slot)                                  \
+    { kind, shapes, sizeof(lit) - 1, lit, slot }
+
+#define PA_SH_TOP   (PA_SH_OPENAI | PA_SH_ANTHROPIC)
+#define PA_SH_MSG   (PA_SH_CHAT | PA_SH_RESP | PA_SH_ANTH)
 
 static const struct {
     pa_oai_frame_e       kind;
+    unsigned             shapes;    /* PA_SH_*: where the key counts */
     size_t               len;
     const char          *name;
     pa_oai_slot_e        slot;
 } pa_oai_keys[] = {
-    pa_oai_name(PA_F_TOP, "messages", PA_S_MESSAGES),
-    pa_oai_name(PA_F_TOP, "model", PA_S_MODEL),
-    pa_oai_name(PA_F_TOP, "prompt", PA_S_PROMPT),
-    pa_oai_name(PA_F_TOP, "cache_salt", PA_S_SALT),
-    pa_oai_name(PA_F_TOP, "prompt_cache_key", PA_S_PCK),
-    pa_oai_name(PA_F_MESSAGE, "role", PA_S_ROLE),
-    pa_oai_name(PA_F_MESSAGE, "content", PA_S_CONTENT),
-    pa_oai_name(PA_F_PART, "text", PA_S_PART_TEXT),
-    pa_oai_name(PA_F_PART, "image_url", PA_S_IMAGE_URL),
-    pa_oai_name(PA_F_PART, "input_audio", PA_S_INPUT_AUDIO),
-    pa_oai_name(PA_F_IMAGE_URL, "url", PA_S_PART_TEXT),
-    pa_oai_name(PA_F_INPUT_AUDIO, "data", PA_S_PART_TEXT)
+    pa_oai_name(PA_F_TOP, PA_SH_TOP, "messages", PA_S_MESSAGES),
+    pa_oai_name(PA_F_TOP, PA_SH_TOP, "model", PA_S_MODEL),
+    pa_oai_name(PA_F_TOP, PA_SH_OPENAI, "prompt", PA_S_PROMPT),
+    pa_oai_name(PA_F_TOP, PA_SH_TOP, "cache_salt", PA_S_SALT),
+    pa_oai_name(PA_F_TOP, PA_SH_TOP, "prompt_cache_key", PA_S_PCK),
+    pa_oai_name(PA_F_TOP, PA_SH_OPENAI, "input", PA_S_INPUT),
+    pa_oai_name(PA_F_TOP, PA_SH_OPENAI, "instructions", PA_S_INSTR),
+    pa_oai_name(PA_F_TOP, PA_SH_ANTHROPIC, "system", PA_S_SYSTEM),
+    pa_oai_name(PA_F_TOP, PA_SH_TOP, "tools", PA_S_TOOLS),
+    pa_oai_name(PA_F_MESSAGE, PA_SH_MSG, "role", PA_S_ROLE),
+    pa_oai_name(PA_F_MESSAGE, PA_SH_MSG, "content", PA_S_CONTENT),
+    pa_oai_name(PA_F_ITEM, PA_SH_RESP, "role", PA_S_ROLE),
+    pa_oai_name(PA_F_ITEM, PA_SH_RESP, "content", PA_S_CONTENT),
+    pa_oai_name(PA_F_ITEM, PA_SH_RESP, "type", PA_S_ITEM_TYPE),
+    pa_oai_name(PA_F_ITEM, PA_SH_RESP, "name", PA_S_CONTENT),
+    pa_oai_name(PA_F_ITEM, PA_SH_RESP, "arguments", PA_S_CONTENT),
+    pa_oai_name(PA_F_ITEM, PA_SH_RESP, "output", PA_S_CONTENT),
+    pa_oai_name(PA_F_ITEM, PA_SH_RESP, "summary", PA_S_CONTENT),
+    pa_oai_name(PA_F_PART, PA_SH_MSG, "text", PA_S_PART_TEXT),
+    pa_oai_name(PA_F_PART, PA_SH_CHAT | PA_SH_RESP, "image_url",
+                PA_S_IMAGE_URL),
+    pa_oai_name(PA_F_PART, PA_SH_CHAT, "input_audio", PA_S_INPUT_AUDIO),
+    pa_oai_name(PA_F_PART, PA_SH_RESP, "file_data", PA_S_PART_TEXT),
+    pa_oai_name(PA_F_PART, PA_SH_ANTH, "source", PA_S_SOURCE),
+    pa_oai_name(PA_F_PART, PA_SH_ANTH, "name", PA_S_PART_TEXT),
+    pa_oai_name(PA_F_PART, PA_SH_ANTH, "input", PA_S_JSON),
+    pa_oai_name(PA_F_PART, PA_SH_ANTH, "content", PA_S_CONTENT),
+    pa_oai_name(PA_F_IMAGE_URL, PA_SH_CHAT | PA_SH_RESP, "url",
+                PA_S_PART_TEXT),
+    pa_oai_name(PA_F_INPUT_AUDIO, PA_SH_CHAT, "data", PA_S_PART_TEXT),
+    pa_oai_name(PA_F_SOURCE, PA_SH_ANTH, "data", PA_S_PART_TEXT),
+    pa_oai_name(PA_F_SOURCE, PA_SH_ANTH, "url", PA_S_PART_TEXT),
+    pa_oai_name(PA_F_TOOL, PA_SH_TOOLS, "type", PA_S_TOOL_TYPE),
+    pa_oai_name(PA_F_TOOL, PA_SH_TOOLS, "function", PA_S_TOOL_FUNC),
+    pa_oai_name(PA_F_TOOL, PA_SH_TOOLS, "name", PA_S_PART_TEXT),
+    pa_oai_name(PA_F_TOOL, PA_SH_TOOLS, "description", PA_S_PART_TEXT),
+    pa_oai_name(PA_F_TOOL, PA_SH_TOOLS, "parameters", PA_S_JSON),
+    pa_oai_name(PA_F_TOOL, PA_SH_TOOLS, "input_schema", PA_S_JSON)
 };
 
 
@@ -77,20 +122,31 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
         }
 
         x->has_text = 1;
+        pa_oai_set_api(x, (x->dialect == PA_OAI_ANTHROPIC)
+                          ? PA_OAI_API_MESSAGES : PA_OAI_API_CHAT);
         kind = PA_F_MESSAGES;
         break;
 
+    case PA_S_INPUT:
+        if (type != PA_T_ARRAY) {
+            pa_oai_fail(x, PA_OAI_BAD_TYPE);
+            return;
+        }
+
+        x->has_text = 1;
+        pa_oai_set_api(x, PA_OAI_API_RESPONSES);
+        kind = PA_F_INPUT;
+        break;
+
     case PA_S_MESSAGE:
+    case PA_S_ITEM:
         if (type != PA_T_MAP) {
             pa_oai_fail(x, PA_OAI_BAD_TYPE);
             return;
         }
 
-        x->role_seen = 0;
-        x->pend_len = 0;
-        x->pend_chars = 0;
-        x->pend_last = 0;
-        kind = PA_F_MESSAGE;
+        pa_oai_message_open(x);
+        kind = (slot == PA_S_ITEM) ? PA_F_ITEM : PA_F_MESSAGE;
         break;
 
     case PA_S_CONTENT:
@@ -121,6 +177,13 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
 
         break;
 
+    case PA_S_SOURCE:
+        if (type == PA_T_MAP) {
+            kind = PA_F_SOURCE;
+        }
+
+        break;
+
     case PA_S_PROMPT:
         if (type != PA_T_ARRAY) {
             pa_oai_fail(x, PA_OAI_BAD_TYPE);
@@ -128,6 +191,8 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
         }
 
         x->has_text = 1;
+        pa_oai_set_api(x, PA_OAI_API_COMPLETIONS);
+        pa_oai_sec_close(x, PA_SEC_FIRST);
         kind = PA_F_PROMPT;
         break;
 
@@ -141,8 +206,58 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
         break;
 
     case PA_S_TOKEN:
+    case PA_S_INSTR:
         pa_oai_fail(x, PA_OAI_BAD_TYPE);
         return;
+
+    case PA_S_TOOL:
+        if (type != PA_T_MAP) {
+            pa_oai_fail(x, PA_OAI_BAD_TYPE);
+            return;
+        }
+
+        x->has_tools = 1;
+        kind = PA_F_TOOL;
+        break;
+
+    case PA_S_SYSTEM:
+
+        /* Anthropic's "system": a string or text blocks */
+
+        if (type != PA_T_ARRAY) {
+            pa_oai_fail(x, PA_OAI_BAD_TYPE);
+            return;
+        }
+
+        x->has_system = 1;
+        pa_oai_role(x, "system", 6);
+        kind = PA_F_PARTS;
+        break;
+
+    case PA_S_TOOLS:
+        if (type != PA_T_ARRAY) {
+            pa_oai_fail(x, PA_OAI_BAD_TYPE);
+            return;
+        }
+
+        /* no role: a tool's name and description are text at once */
+
+        x->role_seen = 1;
+        kind = PA_F_TOOLS;
+        break;
+
+    case PA_S_TOOL_FUNC:
+        if (type == PA_T_MAP) {
+            kind = PA_F_TOOL;
+        }
+
+        break;
+
+    case PA_S_JSON:
+        pa_oai_json_value(x);
+        pa_oai_json_put(x, (type == PA_T_MAP) ? "{" : "[", 1);
+        kind = PA_F_JSON;
+        break;
 
     case PA_S_MODEL:
         x->model_seen = 1;
@@ -162,7 +277,7 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
         x->pck_invalid = 1;
         break;
 
-    default: /* PA_S_SKIP, PA_S_ROLE, PA_S_PART_TEXT */
+    default: /* PA_S_SKIP, PA_S_ROLE, PA_S_PART_TEXT, the types */
         break;
     }
 
@@ -175,10 +290,14 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
 
     f->kind = (unsigned char) kind;
     f->array = (type == PA_T_ARRAY);
+    f->count = 0;
 
     switch (kind) {
     case PA_F_MESSAGES:
         f->slot = PA_S_MESSAGE;
+        break;
+    case PA_F_INPUT:
+        f->slot = PA_S_ITEM;
         break;
     case PA_F_PARTS:
         f->slot = PA_S_PART;
@@ -188,6 +307,12 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
         break;
     case PA_F_TOKENS:
         f->slot = PA_S_TOKEN;
+        break;
+    case PA_F_TOOLS:
+        f->slot = PA_S_TOOL;
+        break;
+    case PA_F_JSON:
+        f->slot = PA_S_JSON;
         break;
     default:
         f->slot = PA_S_SKIP;
@@ -205,11 +330,16 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
 void
 pa_oai_close(pa_oai_t *x)
 {
+    pa_oai_frame_t  *f;
+
     x->depth--;
 
-    switch (x->frames[x->depth].kind) {
+    f = &x->frames[x->depth];
+
+    switch (f->kind) {
 
     case PA_F_MESSAGE:
+    case PA_F_ITEM:
         pa_oai_message_end(x);
         break;
 
@@ -217,8 +347,31 @@ pa_oai_close(pa_oai_t *x)
         pa_oai_sep(x, PA_OAI_SEP_PIECE, 1);
         break;
 
+    case PA_F_TOOL:
+
+        /* a tool, not chat's "function" in it, ends with 0x1d */
+
+        if (x->frames[x->depth - 1].slot == PA_S_TOOL) {
+            pa_oai_sep(x, PA_OAI_SEP_TOKEN, 1);
+        }
+
+        break;
+
+    case PA_F_JSON:
+        pa_oai_json_put(x, f->array ? "]" : "}", 1);
+
+        if (x->frames[x->depth - 1].kind != PA_F_JSON) {
+            pa_oai_json_end(x);
+        }
+
+        break;
+
     default:
         break;
+    }
+
+    if (x->depth == 1) {
+        pa_oai_top_end(x, x->frames[0].slot);
     }
 
     x->state = x->depth ? PA_L_NEXT : PA_L_END;
@@ -256,29 +409,43 @@ pa_oai_begin(pa_oai_t *x, pa_oai_type_e type)
     case PA_S_CONTENT:
     case PA_S_PART_TEXT:
     case PA_S_IMAGE_URL:
-        if (type != PA_T_STRING) {
-            break;
-        }
-
-        if (x->role_seen) {
-            x->pieces++;
-            x->sink = PA_K_TEXT;
-            x->val = PA_V_PIECE;
-
-        } else if (x->chars + x->pend_chars < x->length) {
-            pa_oai_pend_open(x);
-
-        } else if (x->count_past) {
-            x->sink = PA_K_PAST;
+        if (type == PA_T_STRING) {
+            pa_oai_piece(x);
         }
 
         break;
 
     case PA_S_PROMPT:
         if (type == PA_T_STRING) {
+            pa_oai_set_api(x, PA_OAI_API_COMPLETIONS);
+            pa_oai_sec_close(x, PA_SEC_FIRST);
             x->pieces++;
             x->sink = PA_K_TEXT;
             x->val = PA_V_PIECE;
+        }
+
+        break;
+
+    case PA_S_INPUT:
+
+        /* a string "input" is a user message */
+
+        if (type == PA_T_STRING) {
+            x->has_text = 1;
+            pa_oai_set_api(x, PA_OAI_API_RESPONSES);
+            pa_oai_sec_close(x, PA_SEC_FIRST);
+            pa_oai_role(x, "user", 4);
+            pa_oai_piece(x);
+        }
+
+        break;
+
+    case PA_S_INSTR:
+    case PA_S_SYSTEM:
+        if (type == PA_T_STRING) {
+            x->has_system = 1;
+            pa_oai_role(x, "system", 6);
+            pa_oai_piece(x);
         }
 
         break;
@@ -305,6 +472,8 @@ pa_oai_begin(pa_oai_t *x, pa_oai_type_e type)
         break;
 
     case PA_S_PCK:
+    case PA_S_ITEM_TYPE:
+    case PA_S_TOOL_TYPE:
         if (type == PA_T_STRING) {
             x->buf_len = 0;
             x->buf_bad = 0;
@@ -313,11 +482,21 @@ pa_oai_begin(pa_oai_t *x, pa_oai_type_e type)
 
         break;
 
+    case PA_S_JSON:
+        pa_oai_json_value(x);
+
+        if (type == PA_T_STRING) {
+            pa_oai_json_put(x, "\"", 1);
+        }
+
+        x->sink = x->json_sink;
+        return;
+
     default:
         break;
     }
 
-    if (x->sink == PA_K_TEXT && x->chars >= x->length) {
+    if (x->sink == PA_K_TEXT && pa_oai_used(x) >= x->length) {
         x->sink = x->count_past ? PA_K_PAST : PA_K_SKIP;
     }
 }
@@ -332,6 +511,10 @@ pa_oai_end(pa_oai_t *x, pa_oai_type_e type)
 
     slot = (x->depth == 0) ? PA_S_ROOT : x->frames[x->depth - 1].slot;
 
+    if (slot == PA_S_JSON) {
+        x->json_sink = x->sink;
+    }
+
     x->sink = PA_K_SKIP;
 
     switch (slot) {
@@ -342,8 +525,35 @@ pa_oai_end(pa_oai_t *x, pa_oai_type_e type)
 
     case PA_S_MESSAGES:
     case PA_S_MESSAGE:
+    case PA_S_ITEM:
+    case PA_S_TOOL:
         pa_oai_fail(x, PA_OAI_BAD_TYPE);
         return;
+
+    case PA_S_TOOLS:
+    case PA_S_INSTR:
+    case PA_S_SYSTEM:
+    case PA_S_INPUT:
+
+        /* null is no tools, no instructions; "input" is never null */
+
+        if (type == PA_T_NULL && slot != PA_S_INPUT) {
+            break;
+        }
+
+        if (type != PA_T_STRING || slot == PA_S_TOOLS) {
+            pa_oai_fail(x, PA_OAI_BAD_TYPE);
+            return;
+        }
+
+        if (x->val == PA_V_PIECE) {
+            pa_oai_sep(x, PA_OAI_SEP_PIECE, 1);
+
+        } else if (x->val == PA_V_PEND) {
+            pa_oai_pend_close(x);
+        }
+
+        break;
 
     case PA_S_ROLE:
         if (x->val == PA_V_ROLE) {
@@ -413,13 +623,70 @@ pa_oai_end(pa_oai_t *x, pa_oai_type_e type)
 
         break;
 
+    case PA_S_ITEM_TYPE:
+        if (type == PA_T_STRING) {
+            pa_oai_item_type(x);
+        }
+
+        break;
+
+    case PA_S_TOOL_TYPE:
+        if (type == PA_T_STRING) {
+            pa_oai_tool_type(x);
+        }
+
+        break;
+
+    case PA_S_JSON:
+        if (type == PA_T_STRING) {
+            pa_oai_json_put(x, "\"", 1);
+
+        } else if (type != PA_T_NUMBER) {
+            pa_oai_json_put(x, x->lit, x->lit_pos);
+        }
+
+        if (x->frames[x->depth - 1].kind != PA_F_JSON) {
+            pa_oai_json_end(x);
+        }
+
+        break;
+
     default:
         break;
+    }
+
+    x->val = PA_V_NONE;
+
+    if (x->depth == 1) {
+        pa_oai_top_end(x, slot);
     }
 
     x->state = x->depth ? PA_L_NEXT : PA_L_END;
 
     pa_oai_next(x);
+}
+
+
+/* an object key begins: its bytes are kept, or are text in a JSON text */
+
+void
+pa_oai_key_begin(pa_oai_t *x)
+{
+    pa_oai_frame_t  *f;
+
+    f = &x->frames[x->depth - 1];
+
+    x->val = PA_V_NONE;
+
+    if (f->kind != PA_F_JSON) {
+        x->sink = PA_K_BUF;
+        return;
+    }
+
+    pa_oai_json_put(x, f->count ? ",\"" : "\"", f->count ? 2 : 1);
+    f->count = 1;
+
+    x->sink = x->json_sink;
 }
 
 
@@ -431,10 +698,25 @@ pa_oai_key(pa_oai_t *x)
     size_t           n;
     pa_oai_frame_t  *f;
 
+    f = &x->frames[x->depth - 1];
+
+    if (f->kind == PA_F_JSON) {
+        x->json_sink = x->sink;
+        x->sink = PA_K_SKIP;
+        pa_oai_json_put(x, "\":", 2);
+
+        f->slot = PA_S_JSON;
+        x->state = PA_L_COLON;
+        return;
+    }
+
     n = (x->buf_len <= PA_OAI_BUF) ? x->buf_len : 0;
 
-    f = &x->frames[x->depth - 1];
-    f->slot = (unsigned char) pa_oai_key_slot(f->kind, x->buf, n);
+    f->slot = (unsigned char) pa_oai_key_slot(x, f->kind, x->buf, n);
+
+    if (f->kind == PA_F_TOP) {
+        pa_oai_top_key(x, f);
+    }
 
     x->sink = PA_K_SKIP;
     x->state = PA_L_COLON;
@@ -446,7 +728,8 @@ pa_oai_key(pa_oai_t *x)
 static void
 pa_oai_next(pa_oai_t *x)
 {
-    if (x->status == PA_OAI_OK && x->chars >= x->length && !x->count_past
+    if (x->status == PA_OAI_OK && x->live == PA_SEC_CONV
+        && x->chars >= x->length && !x->count_past
         && x->model_seen && x->salt_seen && x->pck_seen)
     {
         x->done = 1;
@@ -455,12 +738,23 @@ pa_oai_next(pa_oai_t *x)
 
 
 static pa_oai_slot_e
-pa_oai_key_slot(pa_oai_frame_e kind, const unsigned char *s, size_t n)
+pa_oai_key_slot(pa_oai_t *x, pa_oai_frame_e kind, const unsigned char *s,
+    size_t n)
 {
-    size_t  i;
+    size_t    i;
+    unsigned  shape;
+
+    if (kind == PA_F_TOP) {
+        shape = (x->dialect == PA_OAI_ANTHROPIC) ? PA_SH_ANTHROPIC
+                                                 : PA_SH_OPENAI;
+
+    } else {
+        shape = x->shape;
+    }
 
     for (i = 0; i < sizeof(pa_oai_keys) / sizeof(pa_oai_keys[0]); i++) {
-        if (pa_oai_keys[i].kind == kind && pa_oai_keys[i].len == n
+        if (pa_oai_keys[i].kind == kind && (pa_oai_keys[i].shapes & shape)
+            && pa_oai_keys[i].len == n
             && memcmp(s, pa_oai_keys[i].name, n) == 0)
         {
             return pa_oai_keys[i].slot;
@@ -471,17 +765,372 @@ pa_oai_key_slot(pa_oai_frame_e kind, const unsigned char *s, size_t n)
 }
 
 
+/* a top-level key: the section its text goes to, which keys count in it */
+
+static void
+pa_oai_top_key(pa_oai_t *x, pa_oai_frame_t *f)
+{
+    if (f->slot == PA_S_INPUT || f->slot == PA_S_INSTR
+        || f->slot == PA_S_SYSTEM || f->slot == PA_S_TOOLS)
+    {
+        x->newer = 1;
+    }
+
+    switch (f->slot) {
+
+    case PA_S_MESSAGES:
+        x->sec = PA_SEC_CONV;
+        x->shape = (x->dialect == PA_OAI_ANTHROPIC) ? PA_SH_ANTH
+                                                    : PA_SH_CHAT;
+        break;
+
+    case PA_S_PROMPT:
+        x->sec = PA_SEC_CONV;
+        x->shape = PA_SH_CHAT;
+        break;
+
+    case PA_S_INPUT:
+        x->sec = PA_SEC_CONV;
+        x->shape = PA_SH_RESP;
+        break;
+
+    case PA_S_INSTR:
+    case PA_S_SYSTEM:
+
+        /*
+         * the first of them counts; "instructions" only in a Responses
+         * body (it is not known yet if its "input" is to come)
+         */
+
+        if ((x->closed & (1 << PA_SEC_SYSTEM))
+            || (f->slot == PA_S_INSTR && x->api != PA_OAI_API_NONE
+                && x->api != PA_OAI_API_RESPONSES))
+        {
+            f->slot = PA_S_SKIP;
+            break;
+        }
+
+        x->sec = PA_SEC_SYSTEM;
+        x->shape = PA_SH_ANTH;
+        break;
+
+    case PA_S_TOOLS:
+        if ((x->closed & (1 << PA_SEC_TOOLS))
+            || x->api == PA_OAI_API_COMPLETIONS)
+        {
+            f->slot = PA_S_SKIP;
+            break;
+        }
+
+        x->sec = PA_SEC_TOOLS;
+        x->shape = PA_SH_TOOLS;
+        break;
+
+    default:
+        break;
+    }
+}
+
+
+/* a top-level value ends: is its section complete? */
+
+static void
+pa_oai_top_end(pa_oai_t *x, pa_oai_slot_e slot)
+{
+    switch (slot) {
+
+    case PA_S_INSTR:
+    case PA_S_SYSTEM:
+        pa_oai_sec_close(x, PA_SEC_SYSTEM);
+        break;
+
+    case PA_S_TOOLS:
+        pa_oai_sec_close(x, PA_SEC_TOOLS);
+        break;
+
+    case PA_S_MESSAGES:
+    case PA_S_INPUT:
+    case PA_S_PROMPT:
+        pa_oai_sec_close(x, PA_SEC_FIRST);
+        break;
+
+    default:
+        break;
+    }
+}
+
+
+/*
+ * the body's API, by its first "messages", "prompt" or "input": only a
+ * Responses body has "instructions", only chat and Responses "tools":
+ * what was kept of them in others is dropped
+ */
+
+static void
+pa_oai_set_api(pa_oai_t *x, pa_oai_api_e api)
+{
+    if (x->api != PA_OAI_API_NONE) {
+        return;
+    }
+
+    x->api = (unsigned char) api;
+    x->wait_api = 0;
+
+    if (api == PA_OAI_API_CHAT || api == PA_OAI_API_COMPLETIONS) {
+        pa_oai_sec_drop(x, PA_SEC_SYSTEM);
+        x->has_system = 0;
+    }
+
+    /* a prompt is the whole text: no tools are rendered before it */
+
+    if (api == PA_OAI_API_COMPLETIONS) {
+        pa_oai_sec_drop(x, PA_SEC_TOOLS);
+        x->has_tools = 0;
+    }
+
+    pa_oai_advance(x);
+}
+
+
+static void
+pa_oai_message_open(pa_oai_t *x)
+{
+    x->role_seen = 0;
+    x->role_len = 0;
+    x->pend_len = 0;
+    x->pend_chars = 0;
+    x->pend_last = 0;
+
+    /*
+     * the conversation's first message: its text is kept apart until its
+     * role tells if it is rendered before the tools
+     */
+
+    if (!(x->closed & (1 << PA_SEC_FIRST))) {
+        x->first = 1;
+        x->sec = PA_SEC_FIRST;
+    }
+}
+
+
 static void
 pa_oai_message_end(pa_oai_t *x)
+{
+    if (!x->role_seen) {
+
+        /* no role: an empty one */
+
+        x->role_seen = 1;
+
+        pa_oai_sep(x, PA_OAI_SEP_ROLE, 1);
+        pa_oai_flush(x);
+    }
+
+    if (!x->first) {
+        return;
+    }
+
+    x->first = 0;
+
+    if (!((x->role_len == 6 && memcmp(x->role, "system", 6) == 0)
+          || (x->role_len == 9 && memcmp(x->role, "developer", 9) == 0)))
+    {
+        pa_oai_sec_move(x, PA_SEC_FIRST, PA_SEC_CONV);
+    }
+
+    pa_oai_sec_close(x, PA_SEC_FIRST);
+
+    x->sec = PA_SEC_CONV;
+}
+
+
+/*
+ * a role the body does not spell: "system" before "instructions", "user"
+ * before a string "input", "assistant" for a function call
+ */
+
+static void
+pa_oai_role(pa_oai_t *x, const char *role, size_t len)
+{
+    x->role_seen = 1;
+    x->val = PA_V_NONE;
+
+    if (pa_oai_used(x) < x->length) {
+        x->sink = PA_K_TEXT;
+
+    } else {
+        x->sink = x->count_past ? PA_K_PAST : PA_K_SKIP;
+    }
+
+    pa_oai_data_text(x, (const unsigned char *) role, len, 1);
+
+    x->sink = PA_K_SKIP;
+
+    pa_oai_sep(x, PA_OAI_SEP_ROLE, 1);
+    pa_oai_flush(x);
+}
+
+
+/* a piece of content begins: text, or kept until its message's role */
+
+static void
+pa_oai_piece(pa_oai_t *x)
+{
+    if (x->role_seen) {
+        x->pieces++;
+        x->sink = PA_K_TEXT;
+        x->val = PA_V_PIECE;
+
+    } else if (pa_oai_used(x) + x->pend_chars < x->length) {
+        pa_oai_pend_open(x);
+
+    } else if (x->count_past) {
+        x->sink = PA_K_PAST;
+    }
+}
+
+
+/* a Responses item's "type": the role of one that has none */
+
+static void
+pa_oai_item_type(pa_oai_t *x)
 {
     if (x->role_seen) {
         return;
     }
 
-    /* no role: an empty one */
+    if (pa_oai_buf_is(x, "function_call") || pa_oai_buf_is(x, "reasoning")) {
+        pa_oai_role(x, "assistant", 9);
 
-    x->role_seen = 1;
+    } else if (pa_oai_buf_is(x, "function_call_output")) {
+        pa_oai_role(x, "tool", 4);
+    }
+}
 
-    pa_oai_sep(x, PA_OAI_SEP_ROLE, 1);
-    pa_oai_flush(x);
+
+/*
+ * a tool's "type": text unless a function's (chat, Responses) or a
+ * custom tool's (Anthropic), so that the same function in each API's
+ * shape is the same text; a type of over 64 bytes is not
+ */
+
+static void
+pa_oai_tool_type(pa_oai_t *x)
+{
+    if (x->buf_len > PA_OAI_BUF || pa_oai_buf_is(x, "function")
+        || pa_oai_buf_is(x, "custom"))
+    {
+        return;
+    }
+
+    x->val = PA_V_NONE;
+
+    if (pa_oai_used(x) < x->length) {
+        x->pieces++;
+        x->sink = PA_K_TEXT;
+
+    } else {
+        x->sink = x->count_past ? PA_K_PAST : PA_K_SKIP;
+    }
+
+    pa_oai_data_text(x, x->buf, x->buf_len, 0);
+
+    x->sink = PA_K_SKIP;
+
+    pa_oai_sep(x, PA_OAI_SEP_PIECE, 1);
+}
+
+
+static int
+pa_oai_buf_is(pa_oai_t *x, const char *s)
+{
+    size_t  n;
+
+    n = strlen(s);
+
+    return x->buf_len == n && memcmp(x->buf, s, n) == 0;
+}
+
+
+/*
+ * a value begins in a JSON text (a tool's "parameters", a tool_use's
+ * "input"), which is a piece of text: the JSON without white space, in
+ * the body's order, strings decoded and in quotes
+ */
+
+static void
+pa_oai_json_value(pa_oai_t *x)
+{
+    pa_oai_frame_t  *f;
+
+    f = &x->frames[x->depth - 1];
+
+    if (f->kind == PA_F_JSON) {
+        if (f->array) {
+            if (f->count) {
+                pa_oai_json_put(x, ",", 1);
+            }
+
+            f->count = 1;
+        }
+
+        return;
+    }
+
+    /* the JSON text begins */
+
+    x->sink = PA_K_SKIP;
+    x->val = PA_V_NONE;
+
+    pa_oai_piece(x);
+
+    if (x->sink == PA_K_TEXT && pa_oai_used(x) >= x->length) {
+        x->sink = x->count_past ? PA_K_PAST : PA_K_SKIP;
+    }
+
+    x->json_sink = x->sink;
+    x->json_val = x->val;
+
+    x->sink = PA_K_SKIP;
+    x->val = PA_V_NONE;
+}
+
+
+static void
+pa_oai_json_end(pa_oai_t *x)
+{
+    if (x->json_val == PA_V_PIECE) {
+        pa_oai_sep(x, PA_OAI_SEP_PIECE, 1);
+
+    } else if (x->json_val == PA_V_PEND) {
+        pa_oai_pend_close(x);
+    }
+
+    x->json_sink = PA_K_SKIP;
+    x->json_val = PA_V_NONE;
+}
+
+
+/* the punctuation of a JSON text goes where its strings go */
+
+static void
+pa_oai_json_put(pa_oai_t *x, const char *s, size_t n)
+{
+    unsigned char  sink, val;
+
+    if (x->json_sink == PA_K_SKIP) {
+        return;
+    }
+
+    sink = x->sink;
+    val = x->val;
+
+    x->sink = x->json_sink;
+    x->val = PA_V_NONE;
+
+    pa_oai_data_text(x, (const unsigned char *) s, n, 1);
+
+    x->json_sink = x->sink;
+    x->sink = sink;
+    x->val = val;
 }

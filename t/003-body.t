@@ -453,7 +453,7 @@ my $m = '{"model":"m","messages":[{"content":"' . ('abcdef ' x 857)
 ["POST /mem/v1/chat/completions\n$m", "POST /file/v1/chat/completions\n$m",
  "POST /mem/v1/chat/completions\n$n"]
 --- response_headers eval
-["X-Hash: d4b1b6dcbe77c042\nX-Source: openai", "X-Hash: d4b1b6dcbe77c042\nX-Source: openai",
- "X-Hash: d4b1b6dcbe77c042\nX-Source: openai"]
+["X-Hash: d4b1b6dcbe77c042\nX-Source: chat", "X-Hash: d4b1b6dcbe77c042\nX-Source: chat",
+ "X-Hash: d4b1b6dcbe77c042\nX-Source: chat"]
 --- no_error_log
 [error]

@@ -115,10 +115,11 @@ our $Q = 'What is the capital of France?';
 
 # the same conversation in other ways: other parameters, key order,
 # whitespace, escapes, parts
+# ("tools" are part of a chat key since issue 44: t/022-apis.t)
 our @SAME = (
     qq({"model":"llama-3.1-8b-instruct","messages":[{"role":"system","content":"$SYS"},{"role":"user","content":"$Q"}],"temperature":0.7,"max_tokens":64,"stream":false}),
     qq({"stream":true,"stream_options":{"include_usage":true},"max_tokens":512,"temperature":0,"messages":[{"content":"$SYS","role":"system"},{"role":"user","content":"$Q","name":"alice"}],"model":"llama-3.1-8b-instruct","seed":7}),
-    qq({\n\t"messages" : [\n\t\t{ "role" : "system" , "content" : "$SYS" } ,\n\t\t{ "role" : "user" , "content" : "$Q" }\n\t] ,\n\t"top_p" : 0.9 ,\n\t"n" : 2 ,\n\t"tools" : [ { "type" : "function" , "function" : { "name" : "f" , "parameters" : { "type" : "object" , "properties" : { } } } } ] ,\n\t"user" : "u-1" ,\n\t"model" : "llama-3.1-8b-instruct"\n}),
+    qq({\n\t"messages" : [\n\t\t{ "role" : "system" , "content" : "$SYS" } ,\n\t\t{ "role" : "user" , "content" : "$Q" }\n\t] ,\n\t"top_p" : 0.9 ,\n\t"n" : 2 ,\n\t"tool_choice" : "none" ,\n\t"user" : "u-1" ,\n\t"model" : "llama-3.1-8b-instruct"\n}),
     qq({"model":"llama\\u002d3.1-8b-instruct","messages":[{"role":"\\u0073ystem","content":"You are a helpful assistant.\\u0020Answer in one sentence."},{"role":"user","content":"What is the capital of France\\u003f"}]}),
     qq({"model":"llama-3.1-8b-instruct","messages":[{"role":"system","content":[{"type":"text","text":"$SYS"}]},{"role":"user","content":[{"type":"text","text":"$Q"}]}],"logprobs":true}),
 );
@@ -153,7 +154,7 @@ our @BAD = (
     [qq({"model":"m","prompt":[[1,2,"three"]]}), 'bad type'],
     [qq({"model":"m","messages":[{"role":"user","content":"caf\xe9 \xff\xfe"}]}), 'not json'],
     [qq({"model":"m","messages":[{"role":"user","content":"hi"}],"x":) . ('[' x 100) . (']' x 100) . '}', 'too deep'],
-    [qq({"model":"m","input":"hello"}), 'no text'],
+    [qq({"model":"m","inputs":"hello"}), 'no text'],
     ['{}', 'no text'],
     [qq({"model":"m","messages":[{"role":"user","content":"hi"}]} trailing), 'not json'],
 );
@@ -176,10 +177,10 @@ __DATA__
   "POST /v1/chat/completions\n" . ::chat([[system => $::Q], [user => $::SYS]]),
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: openai\nX-Route: affinity") x 9, "" ]
+[ ("X-Source: chat\nX-Route: affinity") x 9, "" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 9,
-  ::log_like(qw(openai:A openai:A openai:A openai:A openai:A openai:B openai:C openai:D openai:E)) ]
+  ::log_like(qw(chat:A chat:A chat:A chat:A chat:A chat:B chat:C chat:D chat:E)) ]
 --- no_error_log
 [error]
 not an OpenAI request body
@@ -196,10 +197,10 @@ not an OpenAI request body
   qq(POST /v1/completions\n{"n":1,"prompt":[1,2,4],"model":"gpt-3.5-turbo-instruct"}),
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: openai") x 6, "" ]
+[ ("X-Source: completions") x 6, "" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 6,
-  ::log_like(qw(openai:A openai:A openai:B openai:C openai:D openai:D)) ]
+  ::log_like(qw(completions:A completions:A completions:B completions:C completions:D completions:D)) ]
 --- no_error_log
 [error]
 not an OpenAI request body
@@ -222,10 +223,10 @@ not an OpenAI request body
   qq(POST /v1/chat/completions\n{"messages":[{"content":[{"type":"text","text":"$::ZH) . qq(Ba"}],"role":"user"}],"model":"llama-3.1-8b-instruct"}),
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: openai") x 12, "" ]
+[ ("X-Source: chat") x 12, "" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 12,
-  ::log_like(qw(openai:A openai:B openai:A openai:A openai:A openai:B openai:C openai:D openai:E openai:E openai:A openai:B)) ]
+  ::log_like(qw(chat:A chat:B chat:A chat:A chat:A chat:B chat:C chat:D chat:E chat:E chat:A chat:B)) ]
 --- no_error_log
 [error]
 
@@ -242,7 +243,7 @@ not an OpenAI request body
   "GET /pa.log" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 6,
-  ::log_like(qw(openai:A openai:A openai:A openai:B openai:C openai:D)) ]
+  ::log_like(qw(chat:A chat:A chat:A chat:B chat:C chat:D)) ]
 --- no_error_log
 [error]
 
@@ -263,7 +264,7 @@ my $t = CORE::join ',', ('1000') x 255;
   "GET /pa.log" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 8,
-  ::log_like(qw(openai:A openai:B openai:A openai:C openai:C openai:D openai:C openai:D)) ]
+  ::log_like(qw(completions:A completions:B completions:A completions:C completions:C completions:D completions:C completions:D)) ]
 --- no_error_log
 [error]
 
@@ -283,7 +284,7 @@ my $m = [[system => $::SYS], [user => $::Q]];
   "GET /pa.log" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 8,
-  ::log_like(qw(openai:A openai:A openai:B openai:C openai:D openai:E openai:E openai:F)) ]
+  ::log_like(qw(chat:A chat:A chat:B chat:C chat:D chat:E chat:E chat:F)) ]
 --- no_error_log
 [error]
 
@@ -309,10 +310,10 @@ my $m = [[system => $::SYS], [user => $::Q]];
   "X-Amzn-SageMaker-Prefix-Aware-Id: tenant-3",
   "" ]
 --- response_headers eval
-[ ("X-Source: openai") x 8, "" ]
+[ ("X-Source: chat") x 8, "" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 8,
-  ::log_like(qw(openai:A openai:B openai:C openai:B openai:B openai:B openai:C openai:D)) ]
+  ::log_like(qw(chat:A chat:B chat:C chat:B chat:B chat:B chat:C chat:D)) ]
 --- no_error_log
 [error]
 
@@ -333,10 +334,10 @@ my @bad = ('"' . ('k' x 65) . '"', '42', '""', '["tenant-1"]', '"caf\u00e9"', '"
 --- error_code eval
 [ (200) x 11 ]
 --- response_headers eval
-[ ("X-Source: openai\nX-Route: affinity") x 10, "" ]
+[ ("X-Source: chat\nX-Route: affinity") x 10, "" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 10,
-  ::log_like(('openai:A') x 6, 'openai:B', 'openai:A', 'openai:A', 'openai:C') ]
+  ::log_like(('chat:A') x 6, 'chat:B', 'chat:A', 'chat:A', 'chat:C') ]
 --- grep_error_log eval
 qr/prefix_aware: prompt_cache_key [^,]*, routed without it/
 --- grep_error_log_out eval
@@ -359,10 +360,10 @@ my $b = ::chat([[user => 'hello']]);
   "POST /v1/chat/completions.json\n$b",
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: openai") x 3, ("X-Source: body") x 4, "" ]
+[ ("X-Source: chat") x 3, ("X-Source: body") x 4, "" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 7,
-  ::log_like(qw(openai:A openai:A openai:A body:B body:B body:B body:B)) ]
+  ::log_like(qw(chat:A chat:A chat:A body:B body:B body:B body:B)) ]
 --- no_error_log
 [error]
 
@@ -419,10 +420,10 @@ my $b = ::chat([[user => 'hello']]);
   "POST /openai/generate\nnot json",
   "GET /pa.log" ]
 --- response_headers eval
-[ "X-Source: openai", "X-Source: body", "X-Source: openai", "X-Source: body", "X-Source: body", "" ]
+[ "X-Source: chat", "X-Source: body", "X-Source: chat", "X-Source: body", "X-Source: body", "" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 5,
-  ::log_like(qw(openai:A body:B openai:A body:B body:C)) ]
+  ::log_like(qw(chat:A body:B chat:A body:B body:C)) ]
 --- error_log
 prefix_aware: not an OpenAI request body (not json), keyed by its raw bytes
 --- no_error_log
@@ -457,10 +458,10 @@ CORE::join '', map { "prefix_aware: not an OpenAI request body ($_->[1]), keyed 
   "POST /v1/chat/completions\n" . ::chat([[user => 'hi']]),
   "GET /pa.log" ]
 --- response_headers eval
-[ "X-Source: openai", "X-Source: body", "X-Source: openai", "X-Source: body", "X-Source: openai", "" ]
+[ "X-Source: chat", "X-Source: body", "X-Source: chat", "X-Source: body", "X-Source: chat", "" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 5,
-  ::log_like(qw(openai:A body:B openai:A body:C openai:A)) ]
+  ::log_like(qw(chat:A body:B chat:A body:C chat:A)) ]
 --- grep_error_log eval
 qr/not an OpenAI request body \([^)]*\)/
 --- grep_error_log_out
@@ -502,10 +503,10 @@ die "not 20 KB" if length $m1 < 20000;
   "POST /file/v1/chat/completions\n$m2",
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: openai") x 4, "" ]
+[ ("X-Source: chat") x 4, "" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 4,
-  ::log_like(qw(openai:A openai:A openai:B openai:B)) ]
+  ::log_like(qw(chat:A chat:A chat:B chat:B)) ]
 --- error_log
 a client request body is buffered to a temporary file
 --- no_error_log
@@ -524,10 +525,10 @@ my $m = '"messages":[{"role":"user","content":"hello"}]';
   qq(POST /invocations\n{"pad":"$::PAD",$m}),
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: openai") x 5, "X-Source: body", "" ]
+[ ("X-Source: chat") x 5, "X-Source: body", "" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 6,
-  ::log_like(qw(openai:A openai:B openai:B openai:C openai:C body:D)) ]
+  ::log_like(qw(chat:A chat:B chat:B chat:C chat:C body:D)) ]
 --- no_error_log
 [error]
 not an OpenAI request body
@@ -566,7 +567,7 @@ not an OpenAI request body
 "POST /v1/chat/completions\n" . ::chat([[user => 'Count to forty.']], extra => '"stream":true,"stream_options":{"include_usage":true}')
 --- response_headers
 Content-Type: text/event-stream
-X-Source: openai
+X-Source: chat
 --- response_body eval
 $::SSE
 --- no_error_log

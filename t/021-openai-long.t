@@ -149,10 +149,10 @@ my $n = ::long_chat($::DOC1, model => 'llama-3');
   "POST /mem/v1/chat/completions\n$n",
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: openai") x 8, "" ]
+[ ("X-Source: chat") x 8, "" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 8,
-  ::log_like(qw(openai:A openai:B openai:A openai:B openai:A openai:A openai:C openai:C)) ]
+  ::log_like(qw(chat:A chat:B chat:A chat:B chat:A chat:A chat:C chat:C)) ]
 --- error_log
 a client request body is buffered to a temporary file
 --- timeout: 30
@@ -175,10 +175,10 @@ not an OpenAI request body
   "POST /file/v1/chat/completions\n" . ::long_chat($::DOC8, model => 'm2', pck => 'tenantB', salt => 's1'),
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: openai") x 7, "" ]
+[ ("X-Source: chat") x 7, "" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 7,
-  ::log_like(qw(openai:A openai:B openai:B openai:C openai:C openai:C openai:D)) ]
+  ::log_like(qw(chat:A chat:B chat:B chat:C chat:C chat:C chat:D)) ]
 --- timeout: 60
 --- no_error_log
 not an OpenAI request body
@@ -199,10 +199,10 @@ my $big = 'm' x (1024 * 1024);
   qq(POST /file/v1/chat/completions\n{"model":"$big","messages":[{"role":"user","content":"bye"}],"prompt_cache_key":"tenantA"}),
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: openai") x 5, "" ]
+[ ("X-Source: chat") x 5, "" ]
 --- response_body eval
 [ (qr/\Ab[123]\n\z/) x 5,
-  ::log_like(qw(openai:A openai:A openai:B openai:C openai:D)) ]
+  ::log_like(qw(chat:A chat:A chat:B chat:C chat:D)) ]
 --- timeout: 30
 --- no_error_log
 not an OpenAI request body

@@ -63,8 +63,11 @@ sub status_json {
             qq({"server":"$n","address":"$n","weight":$w,"state":"$st","inflight":$if,)
             . qq("requests":$rq,"affinity":$af,"spill":$sp,"failover":$fo,"no_key":$nk})
         } @{ $u->{servers} };
+        # the OpenAI keys by API: all chat unless given
+        my $a = $u->{apis} // [$u->{keys}[2], 0, 0, 0];
         push @u, qq("$u->{name}":{"length":$u->{length},"threshold":$u->{threshold},)
             . qq("format":"$u->{format}","keys":{"none":$u->{keys}[0],"body":$u->{keys}[1],"openai":$u->{keys}[2]},)
+            . qq("apis":{"chat":$a->[0],"completions":$a->[1],"responses":$a->[2],"messages":$a->[3]},)
             . qq("id":$u->{id},"openai_fallbacks":$u->{openai_fallbacks},"unbuffered":$u->{unbuffered},)
             . qq("rejected":$u->{rejected},"invalid_cache_key":$u->{invalid_cache_key},"keyed":$u->{keyed},"first_choice_usable":$u->{first_choice_usable},)
             . qq("first_choice_inflight":{"buckets":[) . join(',', @{ $u->{buckets} }) . qq(],)
@@ -99,6 +102,11 @@ sub status_prom {
     for my $u (@ups) {
         my $i = 0;
         push @l, map { 'nginx_prefix_aware_keys_total{' . $ul->($u) . qq(,source="$_"} ) . $u->{keys}[$i++] } qw(none body openai);
+    }
+    for my $u (@ups) {
+        my $i = 0;
+        my $a = $u->{apis} // [$u->{keys}[2], 0, 0, 0];
+        push @l, map { 'nginx_prefix_aware_keys_api_total{' . $ul->($u) . qq(,api="$_"} ) . $a->[$i++] } qw(chat completions responses messages);
     }
     for my $m (qw(id openai_fallbacks unbuffered rejected invalid_cache_key keyed first_choice_usable)) {
         push @l, map { "nginx_prefix_aware_${m}_total{" . $ul->($_) . "} $_->{$m}" } @ups;
@@ -467,7 +475,7 @@ my $json = ::json_re(::status_json(@after));
 [ 200, 200, 200, 200, 400, 200, 200 ]
 --- response_body eval
 [ "a2\n", "a1\n", qr/\Aa[12]\n\z/, "a1\n", "id has a non-printable or non-ASCII byte\n", "a3\n",
-  qr/\Asource=openai hash=([0-9a-f]{16}) route=affinity status=200
+  qr/\Asource=chat hash=([0-9a-f]{16}) route=affinity status=200
 source=body hash=(?!\1)[0-9a-f]{16} route=affinity status=200
 source=none hash= route=no_key status=200
 source=none hash=[0-9a-f]{16} route=affinity status=200

@@ -253,9 +253,9 @@ a client request body is buffered to a temporary file
   "POST /v1/chat/completions\n" . ::chunked($::CHAT, 4093, 1),
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: openai") x 4, "" ]
+[ ("X-Source: chat") x 4, "" ]
 --- response_body eval
-[ (qr/\Ah[123]\n\z/) x 4, ::log_like(qw(openai:A openai:A openai:A openai:A)) ]
+[ (qr/\Ah[123]\n\z/) x 4, ::log_like(qw(chat:A chat:A chat:A chat:A)) ]
 --- no_error_log
 not an OpenAI request body
 [error]
@@ -322,7 +322,7 @@ prefix_aware
 --- error_code eval
 [ 200, 200, 200 ]
 --- response_headers eval
-[ "X-Source: openai", "X-Hash: 395240fe14d07584\nX-Source: body", "X-Source: body" ]
+[ "X-Source: chat", "X-Hash: 395240fe14d07584\nX-Source: body", "X-Source: body" ]
 --- response_body_like eval
 [ qr/\Ah[123]\n\z/, qr/\Ah[123]\n\z/, qr/\Ah[123]\n\z/ ]
 --- error_log
@@ -346,10 +346,10 @@ my @bad = ("a\xc0\xafb", "a\xe0\x80\xafb", "a\xed\xa0\x80b", "a\\udc00b",
   "POST /v1/chat/completions\n" . ::chat("\\u0080\\u07ff\\u0800\\ud7ff\\ue000\\uffff\\ud800\\udc00\\udbff\\udfff"),
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: body\nX-Route: affinity") x 10, ("X-Source: openai") x 2, "" ]
+[ ("X-Source: body\nX-Route: affinity") x 10, ("X-Source: chat") x 2, "" ]
 --- response_body eval
 [ (qr/\Ah[123]\n\z/) x 12,
-  ::log_like((map { "body:F$_" } 1 .. 10), 'openai:V', 'openai:V') ]
+  ::log_like((map { "body:F$_" } 1 .. 10), 'chat:V', 'chat:V') ]
 --- grep_error_log eval
 qr/prefix_aware: not an OpenAI request body \([^)]*\)/
 --- grep_error_log_out eval
@@ -400,10 +400,10 @@ my $p = qq("temperature":1e999999,"top_p":1E-999999,"max_tokens":$::DIGITS,"seed
   qq(POST /v1/completions\n{"model":"m","prompt":[) . substr($::DIGITS, 0, 1023) . '7' x 100 . ']}',
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: openai") x 7, "" ]
+[ ("X-Source: chat") x 4, ("X-Source: completions") x 3, "" ]
 --- response_body eval
 [ (qr/\Ah[123]\n\z/) x 7,
-  ::log_like(qw(openai:A openai:A openai:B openai:B openai:C openai:C openai:D)) ]
+  ::log_like(qw(chat:A chat:A chat:B chat:B completions:C completions:C completions:D)) ]
 --- no_error_log
 not an OpenAI request body
 [error]
@@ -426,9 +426,9 @@ my $tail = substr($::MB, 0, 2000) . ('z' x (length($::MB) - 2000));
   qq(POST /v1/chat/completions\n{"model":"m","messages":[$sys,{"role":"user","content":"z"}]}),
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: openai") x 8, "" ]
+[ ("X-Source: chat") x 8, "" ]
 --- response_body eval
-[ (qr/\Ah[123]\n\z/) x 8, ::log_like(qw(openai:A openai:B openai:C openai:D openai:C openai:C openai:E openai:F)) ]
+[ (qr/\Ah[123]\n\z/) x 8, ::log_like(qw(chat:A chat:B chat:C chat:D chat:C chat:C chat:E chat:F)) ]
 --- timeout: 10
 --- no_error_log
 not an OpenAI request body
@@ -456,10 +456,10 @@ my $m2 = '"messages":[{"role":"user","content":"two"}]';
 --- error_code eval
 [ (200) x 11 ]
 --- response_headers eval
-[ ("X-Source: openai") x 10, "" ]
+[ ("X-Source: chat") x 5, ("X-Source: completions") x 2, ("X-Source: chat") x 3, "" ]
 --- response_body eval
 [ (qr/\Ah[123]\n\z/) x 10,
-  ::log_like(qw(openai:A openai:A openai:B openai:B openai:C openai:D openai:D openai:E openai:E openai:A)) ]
+  ::log_like(qw(chat:A chat:A chat:B chat:B chat:C completions:D completions:D chat:E chat:E chat:A)) ]
 --- no_error_log
 not an OpenAI request body
 [error]
@@ -476,9 +476,9 @@ my @bad = ('{}', 'null', '42', 'true', '[null]', '[[]]', '[42]');
   qq(POST /v1/chat/completions\n{"messages":[],"model":"m","temperature":0}),
   "GET /pa.log" ]
 --- response_headers eval
-[ ("X-Source: body") x 7, ("X-Source: openai") x 2, "" ]
+[ ("X-Source: body") x 7, ("X-Source: chat") x 2, "" ]
 --- response_body eval
-[ (qr/\Ah[123]\n\z/) x 9, ::log_like((map { "body:F$_" } 1 .. 7), 'openai:E', 'openai:E') ]
+[ (qr/\Ah[123]\n\z/) x 9, ::log_like((map { "body:F$_" } 1 .. 7), 'chat:E', 'chat:E') ]
 --- grep_error_log eval
 qr/prefix_aware: not an OpenAI request body \([^)]*\)/
 --- grep_error_log_out eval

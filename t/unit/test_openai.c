@@ -966,7 +966,7 @@ test_fallbacks(void)
     CHECK(t_status("{\"prompt\":[[1,[2]]]}") == PA_OAI_BAD_TYPE);
 
     CHECK(t_status("{}") == PA_OAI_NO_TEXT);
-    CHECK(t_status("{\"model\":\"m\",\"input\":\"x\"}") == PA_OAI_NO_TEXT);
+    CHECK(t_status("{\"model\":\"m\",\"inputs\":\"x\"}") == PA_OAI_NO_TEXT);
     CHECK(t_status("{\"x\":{\"messages\":[{\"role\":\"u\"}]}}")
           == PA_OAI_NO_TEXT);
 

@@ -273,6 +273,8 @@ sub prometheus_from_json {
         $v{"${p}threshold{$ul}"} = $u->{threshold};
         $v{qq(${p}keys_total{$ul,source="$_"})} = $u->{keys}{$_}
             for qw(none body openai);
+        $v{qq(${p}keys_api_total{$ul,api="$_"})} = $u->{apis}{$_}
+            for qw(chat completions responses messages);
         $v{"${p}${_}_total{$ul}"} = $u->{$_}
             for qw(id openai_fallbacks unbuffered rejected invalid_cache_key keyed first_choice_usable);
         my $h = $u->{first_choice_inflight};
