@@ -161,7 +161,8 @@ _EOC_
        . ' bytes (the first buffer is 4096)';
 
     my $v = prometheus_ok($ngx, 'many', $json, $text);
-    is scalar(keys %$v), 50 * 27 + 50 * 40 * 10, 'many: 27 samples an upstream, 10 a server';
+    is scalar(keys %$v), 50 * 31 + 50 * 40 * 10,
+        'many: 31 samples an upstream (4 of them keys by API), 10 a server';
     like $text, qr/\n\z/, 'many: the text ends with a whole line';
 
     $ngx->stop;
