@@ -25,7 +25,7 @@ FUZZ_CFLAGS     = -std=c99 -O1 -g -fno-omit-frame-pointer -It/unit \
                   -fno-sanitize-recover=all \
                   -D_POSIX_C_SOURCE=200809L -Isrc
 FUZZ_SRC        = src/pa_json.c src/pa_json_avx2.c src/pa_openai.c \
-                  src/pa_openai_rules.c \
+                  src/pa_openai_rules.c src/pa_openai_items.c \
                   src/pa_openai_text.c src/pa_xxh_avx2.c
 FUZZ_HDR        = src/pa_openai.h src/pa_openai_int.h src/pa_xxhash.h \
                   src/pa_xxh.h src/pa_json_plain.h src/pa_cpu.h \

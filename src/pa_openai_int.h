@@ -313,6 +313,21 @@ void pa_oai_end(pa_oai_t *x, pa_oai_type_e type);
 void pa_oai_key_begin(pa_oai_t *x);
 void pa_oai_key(pa_oai_t *x);
 
+/* pa_openai_items.c: what the rules' sections, messages and items do */
+
+void pa_oai_top_key(pa_oai_t *x, pa_oai_frame_t *f);
+void pa_oai_top_end(pa_oai_t *x, pa_oai_slot_e slot);
+void pa_oai_set_api(pa_oai_t *x, pa_oai_api_e api);
+void pa_oai_message_open(pa_oai_t *x);
+void pa_oai_message_end(pa_oai_t *x);
+void pa_oai_role(pa_oai_t *x, const char *role, size_t len);
+void pa_oai_piece(pa_oai_t *x);
+void pa_oai_item_type(pa_oai_t *x);
+void pa_oai_tool_type(pa_oai_t *x);
+void pa_oai_json_value(pa_oai_t *x);
+void pa_oai_json_end(pa_oai_t *x);
+void pa_oai_json_put(pa_oai_t *x, const char *s, size_t n);
+
 
 /* the first failure is the one the result tells */
 
