@@ -16,7 +16,8 @@
 
 
 static void pa_oai_pend(pa_oai_t *x, const unsigned char *s, size_t n);
-static int pa_oai_pend_grow(pa_oai_t *x, size_t need);
+static int pa_oai_grow(pa_oai_t *x, unsigned char **data, size_t len,
+    size_t *size, size_t need);
 static size_t pa_oai_text(pa_oai_t *x, const unsigned char *s, size_t n,
     int ascii);
 static void pa_oai_past(pa_oai_t *x, const unsigned char *s, size_t n);
@@ -24,7 +25,6 @@ static void pa_oai_sep_out(pa_oai_t *x);
 static size_t pa_oai_keep(pa_oai_t *x, const unsigned char *s, size_t n,
     int ascii);
 static void pa_oai_keep_sep(pa_oai_t *x, unsigned char sep, size_t n);
-static int pa_oai_kept_grow(pa_oai_t *x, pa_oai_kept_t *k, size_t need);
 static void pa_oai_trim(pa_oai_t *x);
 static void pa_oai_kept_out(pa_oai_t *x, pa_oai_kept_t *k);
 
@@ -117,7 +117,10 @@ pa_oai_data_text(pa_oai_t *x, const unsigned char *s, size_t n, int ascii)
 void
 pa_oai_pend_open(pa_oai_t *x)
 {
-    if (pa_oai_pend_grow(x, 2 * sizeof(size_t)) != 0) {
+    if (pa_oai_grow(x, &x->pend, x->pend_len, &x->pend_size,
+                    2 * sizeof(size_t))
+        != 0)
+    {
         return;
     }
 
@@ -149,7 +152,7 @@ pa_oai_pend(pa_oai_t *x, const unsigned char *s, size_t n)
         return;
     }
 
-    if (pa_oai_pend_grow(x, len) != 0) {
+    if (pa_oai_grow(x, &x->pend, x->pend_len, &x->pend_size, len) != 0) {
         return;
     }
 
@@ -191,41 +194,47 @@ pa_oai_pend_close(pa_oai_t *x)
 }
 
 
+/*
+ * room for "need" more bytes past "len" in a buffer of the key's (the
+ * content pending its role, a kept section): doubled, 256 bytes at least
+ */
+
 static int
-pa_oai_pend_grow(pa_oai_t *x, size_t need)
+pa_oai_grow(pa_oai_t *x, unsigned char **data, size_t len, size_t *size,
+    size_t need)
 {
-    size_t          size;
+    size_t          n;
     unsigned char  *p;
 
-    need += x->pend_len;
+    need += len;
 
-    if (need <= x->pend_size) {
+    if (need <= *size) {
         return 0;
     }
 
-    size = x->pend_size * 2;
+    n = *size * 2;
 
-    if (size < need) {
-        size = need;
+    if (n < need) {
+        n = need;
     }
 
-    if (size < 256) {
-        size = 256;
+    if (n < 256) {
+        n = 256;
     }
 
-    p = x->alloc.alloc(x->alloc.ctx, size);
+    p = x->alloc.alloc(x->alloc.ctx, n);
     if (p == NULL) {
         pa_oai_fail(x, PA_OAI_NOMEM);
         x->sink = PA_K_SKIP;
         return -1;
     }
 
-    if (x->pend_len) {
-        memcpy(p, x->pend, x->pend_len);
+    if (len) {
+        memcpy(p, *data, len);
     }
 
-    x->pend = p;
-    x->pend_size = size;
+    *data = p;
+    *size = n;
 
     return 0;
 }
@@ -465,7 +474,7 @@ pa_oai_keep(pa_oai_t *x, const unsigned char *s, size_t n, int ascii)
         k->utf8 |= (chars != len);
     }
 
-    if (pa_oai_kept_grow(x, k, len) != 0) {
+    if (pa_oai_grow(x, &k->data, k->len, &k->size, len) != 0) {
         return 0;
     }
 
@@ -503,7 +512,7 @@ pa_oai_keep_sep(pa_oai_t *x, unsigned char sep, size_t n)
 
     k = &x->kept[x->sec];
 
-    if (pa_oai_kept_grow(x, k, n) != 0) {
+    if (pa_oai_grow(x, &k->data, k->len, &k->size, n) != 0) {
         return;
     }
 
@@ -512,46 +521,6 @@ pa_oai_keep_sep(pa_oai_t *x, unsigned char sep, size_t n)
     k->len += n;
     k->seps += n;
     x->kept_seps += n;
-}
-
-
-static int
-pa_oai_kept_grow(pa_oai_t *x, pa_oai_kept_t *k, size_t need)
-{
-    size_t          size;
-    unsigned char  *p;
-
-    need += k->len;
-
-    if (need <= k->size) {
-        return 0;
-    }
-
-    size = k->size * 2;
-
-    if (size < need) {
-        size = need;
-    }
-
-    if (size < 256) {
-        size = 256;
-    }
-
-    p = x->alloc.alloc(x->alloc.ctx, size);
-    if (p == NULL) {
-        pa_oai_fail(x, PA_OAI_NOMEM);
-        x->sink = PA_K_SKIP;
-        return -1;
-    }
-
-    if (k->len) {
-        memcpy(p, k->data, k->len);
-    }
-
-    k->data = p;
-    k->size = size;
-
-    return 0;
 }
 
 
