@@ -59,6 +59,8 @@ typedef enum {
     PA_F_SOURCE,               /* an Anthropic image's "source" */
     PA_F_TOOLS,
     PA_F_TOOL,                 /* a tool, or chat's tool "function" */
+    PA_F_CALLS,                /* chat's "tool_calls" */
+    PA_F_CALL,                 /* a tool call, or its "function" */
     PA_F_JSON                  /* parameters, input: rendered as text */
 } pa_oai_frame_e;
 
@@ -90,6 +92,9 @@ typedef enum {
     PA_S_TOOL,
     PA_S_TOOL_TYPE,
     PA_S_TOOL_FUNC,
+    PA_S_CALLS,
+    PA_S_CALL,
+    PA_S_CALL_FUNC,
     PA_S_JSON,
     PA_S_SOURCE
 } pa_oai_slot_e;

@@ -50,6 +50,10 @@ static const struct {
     pa_oai_name(PA_F_TOP, PA_SH_TOP, "tools", PA_S_TOOLS),
     pa_oai_name(PA_F_MESSAGE, PA_SH_MSG, "role", PA_S_ROLE),
     pa_oai_name(PA_F_MESSAGE, PA_SH_MSG, "content", PA_S_CONTENT),
+    pa_oai_name(PA_F_MESSAGE, PA_SH_CHAT, "tool_calls", PA_S_CALLS),
+    pa_oai_name(PA_F_CALL, PA_SH_CHAT, "function", PA_S_CALL_FUNC),
+    pa_oai_name(PA_F_CALL, PA_SH_CHAT, "name", PA_S_CONTENT),
+    pa_oai_name(PA_F_CALL, PA_SH_CHAT, "arguments", PA_S_CONTENT),
     pa_oai_name(PA_F_ITEM, PA_SH_RESP, "role", PA_S_ROLE),
     pa_oai_name(PA_F_ITEM, PA_SH_RESP, "content", PA_S_CONTENT),
     pa_oai_name(PA_F_ITEM, PA_SH_RESP, "type", PA_S_ITEM_TYPE),
@@ -241,6 +245,26 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
 
         break;
 
+    /*
+     * chat's "tool_calls": each function's name and arguments are the
+     * assistant's text, as a Responses "function_call" item's are
+     */
+
+    case PA_S_CALLS:
+        if (type == PA_T_ARRAY) {
+            kind = PA_F_CALLS;
+        }
+
+        break;
+
+    case PA_S_CALL:
+    case PA_S_CALL_FUNC:
+        if (type == PA_T_MAP) {
+            kind = PA_F_CALL;
+        }
+
+        break;
+
     case PA_S_JSON:
         pa_oai_json_value(x);
         pa_oai_json_put(x, (type == PA_T_MAP) ? "{" : "[", 1);
@@ -298,6 +322,9 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
         break;
     case PA_F_TOOLS:
         f->slot = PA_S_TOOL;
+        break;
+    case PA_F_CALLS:
+        f->slot = PA_S_CALL;
         break;
     case PA_F_JSON:
         f->slot = PA_S_JSON;
