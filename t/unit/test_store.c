@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "unit.h"
+#include "arena.h"
+#include "pa_openai.h"
 #include "pa_respid.h"
 #include "pa_store.h"
 
@@ -324,10 +326,87 @@ t_store(void)
 }
 
 
+/* the key's reader gives a Responses body's previous_response_id */
+
+static int
+t_prev(const char *body, size_t length, const char *want)
+{
+    int              ok;
+    size_t           i;
+    pa_oai_t        *x;
+    pa_alloc_t       alloc;
+    ta_arena_t       arena = { NULL, -1, 0 };
+    pa_oai_result_t  res;
+
+    alloc.alloc = ta_alloc;
+    alloc.ctx = &arena;
+
+    x = pa_oai_create(&alloc, length, 0);
+    if (x == NULL) {
+        return 0;
+    }
+
+    /* a byte at a time: the id split everywhere */
+
+    for (i = 0; body[i]; i++) {
+        if (pa_oai_feed(x, (const unsigned char *) body + i, 1)
+            != PA_OAI_MORE)
+        {
+            break;
+        }
+    }
+
+    pa_oai_finish(x, &res);
+
+    ok = res.status == PA_OAI_OK
+         && (want ? (res.prev_len == strlen(want)
+                     && memcmp(res.prev, want, res.prev_len) == 0)
+                  : res.prev_len == 0);
+
+    ta_reset(&arena);
+
+    return ok;
+}
+
+
+static void
+t_prev_ids(void)
+{
+    CHECK(t_prev("{\"model\":\"m\",\"previous_response_id\":\"resp_1\","
+                 "\"input\":\"hello there\"}", 4096, "resp_1"));
+
+    /* after an input that completes the key (length 4): still read */
+
+    CHECK(t_prev("{\"model\":\"m\",\"input\":\"hello there\","
+                 "\"store\":true,\"previous_response_id\":\"resp_2\"}", 4,
+                 "resp_2"));
+
+    /* null, a number, too long, not ASCII: none */
+
+    CHECK(t_prev("{\"input\":\"hi\",\"previous_response_id\":null}", 4096,
+                 NULL));
+    CHECK(t_prev("{\"input\":\"hi\",\"previous_response_id\":7}", 4096,
+                 NULL));
+    CHECK(t_prev("{\"input\":\"hi\",\"previous_response_id\":\""
+                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                 "\"}", 4096, NULL));
+    CHECK(t_prev("{\"input\":\"hi\",\"previous_response_id\":\"r\u00e9\"}",
+                 4096, NULL));
+
+    /* a nested one is not it; a chat body has none */
+
+    CHECK(t_prev("{\"input\":[{\"role\":\"user\",\"content\":\"x\","
+                 "\"previous_response_id\":\"resp_3\"}]}", 4096, NULL));
+    CHECK(t_prev("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+                 4096, NULL));
+}
+
+
 int
 main(void)
 {
     t_respid();
+    t_prev_ids();
     t_path();
     t_store();
 
