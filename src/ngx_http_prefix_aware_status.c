@@ -719,10 +719,14 @@ ngx_http_prefix_aware_json_servers(ngx_http_prefix_aware_srv_conf_t *c,
             c->weights[j], ngx_http_prefix_aware_state(c, j),
             s->inflight, s->requests);
 
+        /* the route "state" beside the server's "state": "state_routed" */
+
         for (k = PA_ROUTE_AFFINITY; k < PA_ROUTE_N; k++) {
-            ngx_http_prefix_aware_printf(w, "%s\"%s\": %uA",
+            ngx_http_prefix_aware_printf(w, "%s\"%s%s\": %uA",
                                          k == PA_ROUTE_AFFINITY ? "" : ", ",
-                                         pa_route_name(k), s->route[k]);
+                                         pa_route_name(k),
+                                         k == PA_ROUTE_STATE ? "_routed" : "",
+                                         s->route[k]);
         }
 
         if (c->index_size) {
