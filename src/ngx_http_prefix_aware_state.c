@@ -242,8 +242,14 @@ ngx_http_prefix_aware_state_find(ngx_http_prefix_aware_peer_data_t *pd,
     want = pd->state_server;
     pd->state_server = 0;
 
+    /* with the index, the hashes of the names are made (the same hash) */
+
     for (j = 0; j < pacf->nservers; j++) {
-        if (pa_store_hash(pacf->names[j].data, pacf->names[j].len) == want) {
+        if ((pacf->id_hash ? pacf->id_hash[j]
+                           : pa_store_hash(pacf->names[j].data,
+                                           pacf->names[j].len))
+            == want)
+        {
             break;
         }
     }
@@ -290,8 +296,10 @@ ngx_http_prefix_aware_state_taken(ngx_http_prefix_aware_peer_data_t *pd,
     }
 
     if (pd->learn) {
-        pd->learn_server = pa_store_hash(pacf->names[server].data,
-                                         pacf->names[server].len);
+        pd->learn_server = pacf->id_hash
+                           ? pacf->id_hash[server]
+                           : pa_store_hash(pacf->names[server].data,
+                                           pacf->names[server].len);
     }
 }
 

@@ -56,7 +56,8 @@ static const char  crlf_sse[] =
     "\r\n"
     "event: response.created\r\n"
     "data: {\"type\":\"response.created\",\r\n"
-    "data:  \"response\" : { \"object\":\"response\", \"id\":\"resp_crlf\" }}\r\n"
+    "data:  \"response\" : { \"object\":\"response\", "
+    "\"id\":\"resp_crlf\" }}\r\n"
     "\r\n";
 
 
@@ -388,8 +389,8 @@ t_prev_ids(void)
     CHECK(t_prev("{\"input\":\"hi\",\"previous_response_id\":7}", 4096,
                  NULL));
     CHECK(t_prev("{\"input\":\"hi\",\"previous_response_id\":\""
-                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                 "\"}", 4096, NULL));
+                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                 "aaaaaaaaaaaa\"}", 4096, NULL));
     CHECK(t_prev("{\"input\":\"hi\",\"previous_response_id\":\"r\u00e9\"}",
                  4096, NULL));
 
