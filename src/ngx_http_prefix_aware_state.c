@@ -133,9 +133,19 @@ ngx_http_prefix_aware_state_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
     sh = shpool->data;
 
-    /* a reload: the zone of the same size is the old one, its table kept */
+    /*
+     * a reload: the zone of the same size is the old one, its table kept;
+     * of another responses= that the page rounding gave the same size,
+     * the table is made anew in it
+     */
 
-    if (sh == NULL || sh->capacity != pacf->responses) {
+    if (sh && sh->capacity != pacf->responses) {
+        ngx_slab_free(shpool, sh);
+        shpool->data = NULL;
+        sh = NULL;
+    }
+
+    if (sh == NULL) {
         sh = ngx_slab_alloc(shpool, sizeof(ngx_http_prefix_aware_state_shm_t)
                                     + pa_store_size((uint32_t) pacf->responses)
                                     + 8);
