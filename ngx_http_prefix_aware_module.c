@@ -451,12 +451,18 @@ chosen:
                                                                        : 2);
     }
 
-    /* a state route is not the key's choice: its server is not recorded */
+    /*
+     * a state route is not the key's choice: its server is not recorded,
+     * its work counts there
+     */
 
-    if (pd->nblocks && pd->strategy == NGX_HTTP_PA_STRATEGY_PREFIX
-        && pick.route != PA_ROUTE_STATE)
-    {
-        ngx_http_prefix_aware_index_record(pd, pick.server);
+    if (pd->nblocks && pd->strategy == NGX_HTTP_PA_STRATEGY_PREFIX) {
+        if (pick.route == PA_ROUTE_STATE) {
+            ngx_http_prefix_aware_work_uncached(pd, pick.server);
+
+        } else {
+            ngx_http_prefix_aware_index_record(pd, pick.server);
+        }
     }
 
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, pc->log, 0,

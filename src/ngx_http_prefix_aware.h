@@ -78,6 +78,14 @@
 #define NGX_HTTP_PREFIX_AWARE_RING_LENGTH     4096
 #define NGX_HTTP_PREFIX_AWARE_INDEX_HEAD      8192   /* units, 64 blocks+ */
 
+/*
+ * the decode share of a request's work (index.c, peer.c): 512 units, plus
+ * a quarter of its prompt (per cent) for the decoding steps that read its
+ * whole KV cache
+ */
+#define NGX_HTTP_PREFIX_AWARE_DECODE          512
+#define NGX_HTTP_PREFIX_AWARE_ACTIVE          25
+
 /* matched depth, in blocks: 0, 1, 2, 4, ... 512, +inf */
 #define NGX_HTTP_PREFIX_AWARE_DEPTHS          12
 
@@ -795,6 +803,7 @@ ngx_int_t ngx_http_prefix_aware_index_choose(
     ngx_http_prefix_aware_peer_data_t *pd, pa_pick_t *pick);
 void ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_uint_t server);
+
 void ngx_http_prefix_aware_index_capacity(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t server,
     uint64_t tokens);
@@ -964,6 +973,10 @@ ngx_int_t ngx_http_prefix_aware_reserve(ngx_http_prefix_aware_shm_server_t *s,
     ngx_uint_t threshold);
 uint64_t ngx_http_prefix_aware_work(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_uint_t server, uint64_t unit);
+void ngx_http_prefix_aware_work_add(ngx_http_prefix_aware_peer_data_t *pd,
+    ngx_uint_t server);
+void ngx_http_prefix_aware_work_uncached(
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t server);
 
 /* ngx_http_prefix_aware_zone.c */
 ngx_int_t ngx_http_prefix_aware_zone_add(ngx_conf_t *cf,

@@ -310,6 +310,11 @@ ok((wait_until { status()->{servers}[0]{inflight}
                  + status()->{servers}[1]{inflight}
                  + status()->{servers}[2]{inflight} >= 1 } 3),
    'a slow GET is in flight on the server');
+my ($hs) = grep { $_->{server} eq "127.0.0.1:$port{$home}" }
+             @{ status()->{servers} };
+ok $hs && $hs->{work} >= 512,
+   '... its work counts there (a decode share at least)'
+    or diag explain $hs;
 $r = req(POST => '/v1/responses', resp(rnd(300), $id));
 is maker(id_of($r)), $home, '... a follow-up goes there past threshold=1';
 is $r->{headers}{'x-route'}, 'state', '... route "state"';
