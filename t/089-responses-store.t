@@ -63,6 +63,11 @@ sub backend {
             }
             return 200 '{"id":"resp_${name}_\$request_id","object":"response","output":[{"id":"msg_1","type":"message","content":[{"type":"output_text","text":"\\\\"id\\\\": \\\\"resp_fake\\\\""}]}],"status":"completed"}';
         }
+        location = /slow/v1/responses {
+            limit_rate 1k;
+            add_header X-Pad $pad;
+            return 200 '{"id":"resp_${name}_\$request_id","object":"response"}';
+        }
         location ~ ^/slow/v1/responses/resp_${name}_ {
             limit_rate 1k;
             add_header X-Pad $pad;
@@ -310,17 +315,33 @@ ok((wait_until { status()->{servers}[0]{inflight}
                  + status()->{servers}[1]{inflight}
                  + status()->{servers}[2]{inflight} >= 1 } 3),
    'a slow GET is in flight on the server');
-my ($hs) = grep { $_->{server} eq "127.0.0.1:$port{$home}" }
-             @{ status()->{servers} };
-ok $hs && $hs->{work} >= 512,
-   '... its work counts there (a decode share at least)'
-    or diag explain $hs;
 $r = req(POST => '/v1/responses', resp(rnd(300), $id));
 is maker(id_of($r)), $home, '... a follow-up goes there past threshold=1';
 is $r->{headers}{'x-route'}, 'state', '... route "state"';
 my $held = $c->read(10);
 $c->close;
 is $held->{status}, 200, '... and the slow GET is answered';
+
+# a follow-up held on its server (a slow answer): its work counts there,
+# as an uncached request's of its own text, until it ends
+$id = id_of($r);
+$c = $ng->conn;
+$c->send(POST => '/slow/v1/responses', body => resp(rnd(1000), $id),
+         headers => [ 'Content-Type', 'application/json' ]);
+my $hs = wait_until {
+    my ($s) = grep { $_->{server} eq "127.0.0.1:$port{$home}" }
+                   @{ status()->{servers} };
+    $s && $s->{inflight} >= 1 ? $s : undef;
+} 3;
+ok $hs && $hs->{work} >= 1000,
+   'a slow follow-up in flight on its server: its work counts there'
+    or diag explain $hs;
+$held = $c->read(10);
+$c->close;
+is maker(id_of($held)), $home, '... it was answered by its server';
+my ($after_hs) = grep { $_->{server} eq "127.0.0.1:$port{$home}" }
+                      @{ status()->{servers} };
+is $after_hs->{work}, 0, '... and its work no longer counts once it ended';
 
 # 5. ids split across buffers, JSON and streamed, unbuffered and buffered
 for my $loc (qw(split splitbuf)) {
