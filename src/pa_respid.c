@@ -39,6 +39,7 @@ static void pa_respid_json(pa_respid_t *s, unsigned char c);
 static void pa_respid_string(pa_respid_t *s, unsigned char c);
 static void pa_respid_value(pa_respid_t *s);
 static void pa_respid_reset(pa_respid_t *s);
+static size_t pa_respid_skip(const unsigned char *p, size_t i, size_t n);
 
 
 void
@@ -55,6 +56,23 @@ pa_respid_feed(pa_respid_t *s, const unsigned char *p, size_t n)
     unsigned char  c;
 
     for (i = 0; i < n && s->rc == PA_RESPID_MORE; i++) {
+
+        /*
+         * the text of a string nobody reads (an answer's output) goes by
+         * with memchr(): to its quote, an escape, or (in an event's line,
+         * where JSON has none) a line feed
+         */
+
+        if (s->str == PA_RESPID_S_SKIP && !s->esc
+            && (s->mode == PA_RESPID_JSON || s->line == PA_RESPID_L_DATA))
+        {
+            i = pa_respid_skip(p, i, n);
+
+            if (i == n) {
+                break;
+            }
+        }
+
         c = p[i];
 
         if (s->mode == 0) {
@@ -134,6 +152,28 @@ pa_respid_feed(pa_respid_t *s, const unsigned char *p, size_t n)
     }
 
     return (pa_respid_rc_e) s->rc;
+}
+
+
+/* the first quote, backslash or line feed of p[i..n), or n */
+
+static size_t
+pa_respid_skip(const unsigned char *p, size_t i, size_t n)
+{
+    size_t                end;
+    const unsigned char  *q;
+
+    end = n;
+
+    q = memchr(p + i, '"', end - i);
+    end = q ? (size_t) (q - p) : end;
+
+    q = memchr(p + i, '\\', end - i);
+    end = q ? (size_t) (q - p) : end;
+
+    q = memchr(p + i, '\n', end - i);
+
+    return q ? (size_t) (q - p) : end;
 }
 
 
