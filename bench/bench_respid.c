@@ -7,8 +7,10 @@
  * a JSON answer of 1 MiB of output text with its "id" last (the worst
  * case: every byte is read) and with it first (vLLM's order: the read
  * stops after about 50 bytes), fed in 16 KB buffers as nginx passes
- * them; and the first with an escape every 8 bytes of its text.  cc -O2 -Isrc bench/bench_respid.c src/pa_respid.c
- * src/pa_store.c src/pa_xxh_avx2.c && ./a.out
+ * them; and the first with an escape every 8 bytes of its text.
+ *
+ *     cc -O2 -Isrc bench/bench_respid.c src/pa_respid.c src/pa_store.c \
+ *         src/pa_xxh_avx2.c && ./a.out
  */
 
 
