@@ -95,6 +95,8 @@ my $split_pid = fork;
 die "fork: $!\n" unless defined $split_pid;
 
 if ($split_pid == 0) {
+    # killed, it leaves without the END blocks (which stop every nginx)
+    $SIG{$_} = 'DEFAULT' for qw(INT TERM HUP);
     my $l = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
                                   LocalPort => $port{split}, Listen => 64,
                                   ReuseAddr => 1, Proto => 'tcp')
@@ -186,6 +188,12 @@ $servers    }
         server 127.0.0.1:$port{split};
     }
 
+    upstream dead {
+        prefix_aware;
+        server 127.0.0.1:$port{split};
+        server 127.0.0.1:$port{b1};
+    }
+
     server {
         listen 127.0.0.1:$listen;
         add_header X-Up \$upstream_addr always;
@@ -198,6 +206,7 @@ $servers    }
             proxy_pass http://split/;
         }
         location /splitbuf/ { proxy_pass http://split/; }
+        location /dead/ { proxy_pass http://dead/; }
         location = /st { prefix_aware_status; }
         location / { proxy_pass http://llm; }
     }
@@ -465,6 +474,34 @@ is status()->{responses}{server_lost}, $after->{responses}{server_lost} + 1,
 $ng->reload(host_conf(%{ $conf{a} }, responses => 'responses=1000'));
 is status()->{responses}{capacity}, 1000, 'responses=1000 after a reload';
 is status()->{responses}{size}, 0, '... a new table, empty';
+
+# 12. its server dies: the first GET goes there (route "state"), fails
+#     and is retried by its key (another engine's 404); the server is then
+#     "failed" (max_fails=1): the next GET goes by its key, state_lost
+my $did;
+for (1 .. 30) {
+    $r = req(POST => '/dead/v1/responses', resp(rnd(100)));
+    ($did) = ($r->{body} // '') =~ /"id":"(resp_split_[^"]+)"/;
+    last if $did;
+}
+ok $did, 'a response made by the Perl backend';
+$r = req(GET => "/dead/v1/responses/$did");
+is $r->{status}, 200, '... its GET answered there while it lives';
+kill TERM => $split_pid;
+waitpid $split_pid, 0;
+$split_pid = 0;
+my $dst = status('a', 'dead');
+$r = req(GET => "/dead/v1/responses/$did");
+is $r->{status}, 404, 'its server dead: the GET is retried by its key, '
+                      . 'another engine\'s 404'
+    or diag "$r->{status} $r->{body}";
+is status('a', 'dead')->{responses}{state}, $dst->{responses}{state} + 1,
+    '... it was routed by state first';
+$r = req(GET => "/dead/v1/responses/$did");
+isnt $r->{headers}{'x-route'}, 'state', 'the next GET: its server failed, '
+                                        . 'not by state';
+is status('a', 'dead')->{responses}{server_lost},
+    $dst->{responses}{server_lost} + 1, '... counted as server_lost';
 
 for my $h (sort keys %host) {
     ok !grep({ /\[(?:alert|crit|emerg)\]/ } $host{$h}->log),
