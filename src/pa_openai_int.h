@@ -74,6 +74,7 @@ typedef enum {
     PA_S_MODEL,
     PA_S_SALT,
     PA_S_PCK,
+    PA_S_PREV,                 /* Responses "previous_response_id" */
     PA_S_MESSAGE,
     PA_S_ROLE,
     PA_S_CONTENT,
@@ -279,6 +280,9 @@ struct pa_oai_s {
     size_t               pck_len;
     unsigned char        pck[PA_OAI_BUF];
 
+    size_t               prev_len;     /* 0: none */
+    unsigned char        prev[PA_OAI_BUF];
+
     unsigned             done:1;
     unsigned             hook_only:1;  /* the text is the hook's alone */
     unsigned             count_past:1; /* to the end, counting "past" */
@@ -294,6 +298,7 @@ struct pa_oai_s {
     unsigned             pck_seen:1;
     unsigned             has_pck:1;
     unsigned             pck_invalid:1;
+    unsigned             prev_seen:1;
     unsigned             first:1;      /* in the conversation's first */
     unsigned             has_tools:1;
     unsigned             has_system:1;

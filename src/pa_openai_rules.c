@@ -44,6 +44,7 @@ static const struct {
     pa_oai_name(PA_F_TOP, PA_SH_OPENAI, "prompt", PA_S_PROMPT),
     pa_oai_name(PA_F_TOP, PA_SH_TOP, "cache_salt", PA_S_SALT),
     pa_oai_name(PA_F_TOP, PA_SH_TOP, "prompt_cache_key", PA_S_PCK),
+    pa_oai_name(PA_F_TOP, PA_SH_OPENAI, "previous_response_id", PA_S_PREV),
     pa_oai_name(PA_F_TOP, PA_SH_OPENAI, "input", PA_S_INPUT),
     pa_oai_name(PA_F_TOP, PA_SH_OPENAI, "instructions", PA_S_INSTR),
     pa_oai_name(PA_F_TOP, PA_SH_ANTHROPIC, "system", PA_S_SYSTEM),
@@ -289,6 +290,11 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
         x->pck_invalid = 1;
         break;
 
+    case PA_S_PREV:
+        x->prev_seen = 1;
+        x->prev_len = 0;
+        break;
+
     default: /* PA_S_SKIP, PA_S_ROLE, PA_S_PART_TEXT, the types */
         break;
     }
@@ -487,6 +493,7 @@ pa_oai_begin(pa_oai_t *x, pa_oai_type_e type)
         break;
 
     case PA_S_PCK:
+    case PA_S_PREV:
     case PA_S_ITEM_TYPE:
     case PA_S_TOOL_TYPE:
         if (type == PA_T_STRING) {
@@ -638,6 +645,21 @@ pa_oai_end(pa_oai_t *x, pa_oai_type_e type)
 
         break;
 
+    case PA_S_PREV:
+        x->prev_seen = 1;
+        x->prev_len = 0;
+
+        /* an id of 1 to PA_OAI_BUF printable bytes; any other: none */
+
+        if (type == PA_T_STRING && x->buf_len && x->buf_len <= PA_OAI_BUF
+            && !x->buf_bad)
+        {
+            memcpy(x->prev, x->buf, x->buf_len);
+            x->prev_len = x->buf_len;
+        }
+
+        break;
+
     case PA_S_ITEM_TYPE:
         if (type == PA_T_STRING) {
             pa_oai_item_type(x);
@@ -745,7 +767,8 @@ pa_oai_next(pa_oai_t *x)
 {
     if (x->status == PA_OAI_OK && x->live == PA_SEC_CONV
         && x->chars >= x->length && !x->count_past
-        && x->model_seen && x->salt_seen && x->pck_seen)
+        && x->model_seen && x->salt_seen && x->pck_seen
+        && (x->prev_seen || x->api != PA_OAI_API_RESPONSES))
     {
         x->done = 1;
     }
