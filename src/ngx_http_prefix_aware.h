@@ -136,6 +136,10 @@ typedef struct ngx_http_prefix_aware_get_s
     ngx_http_prefix_aware_get_t;
 typedef struct ngx_http_prefix_aware_sync_s
     ngx_http_prefix_aware_sync_t;
+typedef struct ngx_http_prefix_aware_queue_s
+    ngx_http_prefix_aware_queue_t;
+typedef struct ngx_http_prefix_aware_wait_s
+    ngx_http_prefix_aware_wait_t;
 
 /* prefix_aware_sync: the other hosts a host keeps the load of */
 #define NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS      16
@@ -390,6 +394,9 @@ typedef struct {
     /* prefix_aware_sync, or NULL; load= 0 off, 1 work, 2 on (requests) */
     ngx_http_prefix_aware_sync_t          *sync;
     ngx_uint_t                             sync_load;
+
+    /* queue=: requests wait while every server is full; NULL: off */
+    ngx_http_prefix_aware_queue_t         *queue;
 } ngx_http_prefix_aware_srv_conf_t;
 
 
@@ -439,6 +446,10 @@ typedef struct {
     pa_usage_t                             usage;
     int64_t                                age;       /* of the depth */
     uint32_t                               fb_id;     /* index id */
+
+    /* queue=: the tenant's hash (0: none), its wait in the queue */
+    uint64_t                               flow;
+    ngx_http_prefix_aware_wait_t          *wait;
 
     /* "resolve": the view the scratch above is for, its room, its pool */
     ngx_uint_t                             view;
@@ -952,6 +963,24 @@ void ngx_http_prefix_aware_resolve_reap(ngx_slab_pool_t *shpool,
     ngx_http_prefix_aware_shm_worker_t *w);
 ngx_uint_t ngx_http_prefix_aware_resolve_busy(
     ngx_http_prefix_aware_shm_worker_t *w);
+
+/* ngx_http_prefix_aware_queue.c */
+ngx_int_t ngx_http_prefix_aware_queue_param(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value);
+ngx_int_t ngx_http_prefix_aware_queue_init(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t resolve);
+ngx_int_t ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd);
+ngx_int_t ngx_http_prefix_aware_queue_resume(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd);
+void ngx_http_prefix_aware_queue_kick(ngx_http_prefix_aware_srv_conf_t *pacf);
+ngx_msec_t ngx_http_prefix_aware_queue_waited(
+    ngx_http_prefix_aware_peer_data_t *pd);
+void ngx_http_prefix_aware_queue_json(ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_http_prefix_aware_writer_t *w);
+void ngx_http_prefix_aware_queue_prometheus(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w);
 
 /* ngx_http_prefix_aware_ring.c */
 ngx_int_t ngx_http_prefix_aware_ring_init(ngx_conf_t *cf,

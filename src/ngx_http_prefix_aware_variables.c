@@ -4,7 +4,7 @@
  *
  * Variables for access logs: $prefix_aware_hash, $prefix_aware_route,
  * $prefix_aware_source, $prefix_aware_depth, $prefix_aware_strategy,
- * $prefix_aware_model.
+ * $prefix_aware_model, $prefix_aware_wait.
  */
 
 
@@ -34,6 +34,9 @@ static ngx_http_variable_t  ngx_http_prefix_aware_vars[] = {
 
     { ngx_string("prefix_aware_model"), NULL, ngx_http_prefix_aware_variable,
       5, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("prefix_aware_wait"), NULL, ngx_http_prefix_aware_variable,
+      6, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -123,6 +126,17 @@ ngx_http_prefix_aware_variable(ngx_http_request_t *r,
     case 4:
         v->len = ngx_http_prefix_aware_strategies[pd->strategy].len;
         v->data = ngx_http_prefix_aware_strategies[pd->strategy].data;
+        return NGX_OK;
+
+    case 6:
+        p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        v->len = ngx_sprintf(p, "%M", ngx_http_prefix_aware_queue_waited(pd))
+                 - p;
+        v->data = p;
         return NGX_OK;
 
     case 5:
