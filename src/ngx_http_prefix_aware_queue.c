@@ -153,7 +153,8 @@ ngx_http_prefix_aware_queue_param(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value)
 {
     char                           *rv;
-    ngx_uint_t                      n;
+    ngx_int_t                       n;
+    ngx_str_t                       s;
     ngx_http_prefix_aware_queue_t  *qu;
 
     if (ngx_strncmp(value->data, "queue", 5) != 0
@@ -181,13 +182,13 @@ ngx_http_prefix_aware_queue_param(ngx_conf_t *cf,
     }
 
     if (ngx_strncmp(value->data, "queue_timeout=", 14) == 0) {
-        return ngx_http_prefix_aware_time(cf, value, 14, "queue_timeout",
+        return ngx_http_prefix_aware_time(cf, value, 14, "prefix_aware",
                                           1, "1ms", 3600000, "1h",
                                           &qu->timeout);
     }
 
     if (ngx_strncmp(value->data, "queue_poll=", 11) == 0) {
-        return ngx_http_prefix_aware_time(cf, value, 11, "queue_poll",
+        return ngx_http_prefix_aware_time(cf, value, 11, "prefix_aware",
                                           1, "1ms", 1000, "1s", &qu->poll);
     }
 
@@ -197,17 +198,20 @@ ngx_http_prefix_aware_queue_param(ngx_conf_t *cf,
     }
 
     if (ngx_strncmp(value->data, "queue_status=", 13) == 0) {
-        rv = ngx_http_prefix_aware_number(cf, value, 13, 429, 503, &n);
+        s.data = value->data + 13;
+        s.len = value->len - 13;
 
-        if (rv != NGX_CONF_OK || (n != 429 && n != 503)) {
+        n = ngx_atoi(s.data, s.len);
+
+        if (n != 429 && n != 503) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid \"queue_status\" value \"%V\" in "
                                "\"prefix_aware\", it must be 429 or 503",
-                               value);
+                               &s);
             return NGX_ERROR;
         }
 
-        qu->status = n;
+        qu->status = (ngx_uint_t) n;
         return NGX_OK;
     }
 
@@ -248,8 +252,9 @@ ngx_http_prefix_aware_queue_var(ngx_conf_t *cf, ngx_str_t *value,
         || p < s.data + s.len)
     {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid \"%s\" value \"%V\" in \"prefix_aware\","
-                           " it must be a $variable", name, value);
+                           "invalid \"%s\" value \"%*s\" in "
+                           "\"prefix_aware\", it must be a $variable", name,
+                           value->len - skip, value->data + skip);
         return NGX_ERROR;
     }
 
