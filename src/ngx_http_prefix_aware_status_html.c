@@ -9,7 +9,8 @@
  * servers with their in-flight requests, work, routes, what their engines
  * report and how old it is, what their answers said, and with
  * prefix_aware_sync the other hosts' requests and work on them; the
- * index's placements and matched-depth histogram; the models.  Names are
+ * index's placements and matched-depth histogram; the queue (queue=) by
+ * priority and its wait histogram; the models.  Names are
  * put in as text, never as markup.
  */
 
@@ -88,7 +89,7 @@ static u_char  ngx_http_prefix_aware_status_page[] =
     "  return s;\n"
     "}\n"
     "\n"
-    "function hist(h) {\n"
+    "function hist(h, what) {\n"
     "  var rows = [], max = 1;\n"
     "  h.buckets.forEach(function (n) { if (n > max) { max = n; } });\n"
     "  h.buckets.forEach(function (n, i) {\n"
@@ -96,11 +97,12 @@ static u_char  ngx_http_prefix_aware_status_page[] =
     "    b.style.width = Math.round(200 * n / max) + \"px\";\n"
     "    rows.push([\"<= \" + h.le[i], n, b]);\n"
     "  });\n"
-    "  return table([\"depth (blocks)\", \"requests\", \"\"], rows);\n"
+    "  return table([what || \"depth (blocks)\", \"requests\", \"\"], rows"
+    ");\n"
     "}\n"
     "\n"
     "function upstream(name, u) {\n"
-    "  var d = el(\"div\"), srv, ix, rows;\n"
+    "  var d = el(\"div\"), srv, ix, rows, q;\n"
     "  d.appendChild(el(\"h2\", \"upstream \" + name));\n"
     "  ix = u.index;\n"
     "  d.appendChild(el(\"div\", \"length \" + u.length + \", threshold \" + "
@@ -149,6 +151,30 @@ static u_char  ngx_http_prefix_aware_status_page[] =
     "      + ix.placed.cold + \", spill \" + ix.placed.spill + \", least \"\n"
     "      + ix.placed.least));\n"
     "    d.appendChild(hist(ix.depth));\n"
+    "  }\n"
+    "\n"
+    "  if (u.queue) {\n"
+    "    q = u.queue;\n"
+    "    d.appendChild(el(\"h3\", \"queue: \" + q.waiting + \" waiting of \""
+    " + q.size\n"
+    "      + \", released \" + q.released + \", shed: full \" + q.shed.full\n"
+    "      + \", timeout \" + q.shed.timeout + \", sheddable \"\n"
+    "      + q.shed.sheddable + \", gone \" + q.shed.gone + \", lost \"\n"
+    "      + q.shed.lost));\n"
+    "    if (q.bands.length) {\n"
+    "      d.appendChild(table([\"priority\", \"waiting\", \"released\", \"f"
+    "ull\",\n"
+    "        \"timeout\", \"sheddable\", \"gone\", \"lost\", \"work released"
+    "\"],\n"
+    "        q.bands.map(function (b) {\n"
+    "          return [b.priority, b.waiting, b.released, b.shed.full,\n"
+    "                  b.shed.timeout, b.shed.sheddable, b.shed.gone, b.shed.l"
+    "ost,\n"
+    "                  b.work];\n"
+    "        })));\n"
+    "    }\n"
+    "    d.appendChild(hist({ buckets: q.wait_ms.counts, le: q.wait_ms.le },\n"
+    "                       \"wait (ms)\"));\n"
     "  }\n"
     "\n"
     "  if (u.models && u.models.list) {\n"

@@ -13,6 +13,7 @@
 #    alternate).
 # 3. flow=$variable: the same with the tenant in another header.
 # 4. the counts by priority on the status page and in Prometheus.
+# 5. the queue on the HTML page, in a headless browser.
 
 use strict;
 use warnings;
@@ -167,6 +168,21 @@ like $r->{body}, qr/^nginx_prefix_aware_queue_waiting\{upstream="up",priority="0
      'waiting by priority';
 like $r->{body}, qr/^nginx_prefix_aware_queue_wait_seconds_count\{upstream="up"\} \d+$/m,
      'the wait histogram';
+
+# 5. the HTML page (Debian's chromium, as t/069-status-html.t)
+
+SKIP: {
+    skip 'chromium is not installed', 3
+        unless system('command -v chromium >/dev/null 2>&1') == 0;
+    my $url = "http://127.0.0.1:$listen/status?format=html";
+    my $dom = `chromium --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir=@{[ $ng->root ]}/chromium --virtual-time-budget=5000 --dump-dom '$url' 2>/dev/null`;
+    (my $text = $dom) =~ s/<[^>]*>/ /g;
+    $text =~ s/\s+/ /g;
+    like $text, qr/queue: 0 waiting of 16, released \d+, shed: full 0, timeout 0, sheddable 1, gone 0, lost 0/,
+         'the page shows the queue';
+    like $text, qr/ 5 0 1 0 0 0 0 0 \d+ /, 'a row of priority 5: 1 released';
+    like $text, qr/wait \(ms\) requests/, 'the wait histogram';
+}
 
 my @bad = grep { /\[(alert|crit|emerg)\]|exited on signal/ } $ng->log;
 is_deeply \@bad, [], 'no alert, crash';
