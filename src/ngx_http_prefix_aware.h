@@ -27,6 +27,7 @@
 #include "pa_prom.h"
 #include "pa_usage.h"
 #include "pa_sync.h"
+#include "pa_queue.h"
 
 
 /*
@@ -610,6 +611,54 @@ struct ngx_http_prefix_aware_models_s {
 
     /* per process: the poller */
     ngx_http_prefix_aware_round_t          round;
+};
+
+
+/* queue=: ngx_http_prefix_aware_queue{,_status}.c */
+
+#define NGX_HTTP_PREFIX_AWARE_WAITING      1
+#define NGX_HTTP_PREFIX_AWARE_RELEASED     2
+#define NGX_HTTP_PREFIX_AWARE_WAITED       3
+
+
+struct ngx_http_prefix_aware_queue_s {
+    ngx_uint_t                             size;      /* queue=, 0: off */
+    ngx_uint_t                             off;
+    ngx_msec_t                             timeout;
+    ngx_msec_t                             poll;
+    ngx_uint_t                             status;
+    ngx_uint_t                             retry;     /* s */
+    ngx_int_t                              priority;  /* index, -1 */
+    ngx_str_t                              priority_name;
+    ngx_int_t                              flow;      /* index, -1 */
+    ngx_str_t                              flow_name;
+
+    ngx_http_prefix_aware_srv_conf_t      *pacf;
+    ngx_shm_zone_t                        *zone;
+    ngx_slab_pool_t                       *shpool;
+    pa_queue_t                             q;
+
+    /* per process: its requests that wait, by place; the look's timer */
+    ngx_queue_t                            waiters;
+    ngx_uint_t                             nwaiters;
+    ngx_http_prefix_aware_wait_t         **of;
+    uintptr_t                             *tried;
+    ngx_event_t                            look;
+    ngx_uint_t                             started;
+};
+
+
+struct ngx_http_prefix_aware_wait_s {
+    ngx_http_request_t                    *r;
+    ngx_http_prefix_aware_queue_t         *qu;
+    ngx_queue_t                            queue;
+    ngx_event_t                            timer;
+    uint64_t                               seq;
+    uint32_t                               slot;
+    int32_t                                priority;
+    ngx_msec_t                             since;
+    ngx_msec_t                             waited;
+    ngx_uint_t                             state;
 };
 
 

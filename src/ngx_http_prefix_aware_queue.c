@@ -32,54 +32,6 @@
 /* places released at most in one look */
 #define NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH  64
 
-#define NGX_HTTP_PREFIX_AWARE_WAITING      1
-#define NGX_HTTP_PREFIX_AWARE_RELEASED     2
-#define NGX_HTTP_PREFIX_AWARE_WAITED       3
-
-
-struct ngx_http_prefix_aware_queue_s {
-    ngx_uint_t                             size;      /* queue=, 0: off */
-    ngx_uint_t                             off;
-    ngx_msec_t                             timeout;
-    ngx_msec_t                             poll;
-    ngx_uint_t                             status;
-    ngx_uint_t                             retry;     /* s */
-    ngx_int_t                              priority;  /* index, -1 */
-    ngx_str_t                              priority_name;
-    ngx_int_t                              flow;      /* index, -1 */
-    ngx_str_t                              flow_name;
-
-    ngx_http_prefix_aware_srv_conf_t      *pacf;
-    ngx_shm_zone_t                        *zone;
-    ngx_slab_pool_t                       *shpool;
-    pa_queue_t                             q;
-
-    /* per process: its requests that wait, by place; the look's timer */
-    ngx_queue_t                            waiters;
-    ngx_uint_t                             nwaiters;
-    ngx_http_prefix_aware_wait_t         **of;
-    uintptr_t                             *tried;
-    ngx_event_t                            look;
-    ngx_uint_t                             started;
-};
-
-
-struct ngx_http_prefix_aware_wait_s {
-    ngx_http_request_t                    *r;
-    ngx_http_prefix_aware_queue_t         *qu;
-    ngx_queue_t                            queue;
-    ngx_event_t                            timer;
-    uint64_t                               seq;
-    uint32_t                               slot;
-    int32_t                                priority;
-    ngx_msec_t                             since;
-    ngx_msec_t                             waited;
-    ngx_uint_t                             state;
-};
-
-
-static ngx_int_t ngx_http_prefix_aware_queue_init_zone(
-    ngx_shm_zone_t *shm_zone, void *data);
 static ngx_int_t ngx_http_prefix_aware_queue_start(
     ngx_http_prefix_aware_queue_t *qu);
 static ngx_int_t ngx_http_prefix_aware_queue_room(
@@ -100,9 +52,8 @@ static void ngx_http_prefix_aware_queue_cleanup(void *data);
 static void ngx_http_prefix_aware_queue_unlink(
     ngx_http_prefix_aware_wait_t *w);
 static int ngx_http_prefix_aware_queue_alive(uint32_t pid, void *ctx);
-static ngx_int_t ngx_http_prefix_aware_queue_var(ngx_conf_t *cf,
-    ngx_str_t *value, size_t skip, const char *name, ngx_int_t *index,
-    ngx_str_t *text);
+static uint64_t ngx_http_prefix_aware_queue_uncached(
+    ngx_http_prefix_aware_peer_data_t *pd);
 
 
 static ngx_str_t  ngx_http_prefix_aware_queue_why[] = {
@@ -114,253 +65,6 @@ static ngx_str_t  ngx_http_prefix_aware_queue_why[] = {
     ngx_null_string,
     ngx_null_string
 };
-
-
-static ngx_http_prefix_aware_queue_t *
-ngx_http_prefix_aware_queue_conf(ngx_conf_t *cf,
-    ngx_http_prefix_aware_srv_conf_t *pacf)
-{
-    ngx_http_prefix_aware_queue_t  *qu;
-
-    if (pacf->queue) {
-        return pacf->queue;
-    }
-
-    qu = ngx_pcalloc(cf->pool, sizeof(ngx_http_prefix_aware_queue_t));
-    if (qu == NULL) {
-        return NULL;
-    }
-
-    qu->timeout = 10000;
-    qu->poll = 5;
-    qu->status = 429;
-    qu->retry = 1;
-    qu->priority = -1;
-    qu->flow = -1;
-    qu->pacf = pacf;
-
-    pacf->queue = qu;
-
-    return qu;
-}
-
-
-/* queue=, queue_timeout=, queue_poll=, queue_status=, queue_retry=, */
-/* priority=, flow=: NGX_OK, NGX_DECLINED (not one), NGX_ERROR */
-
-ngx_int_t
-ngx_http_prefix_aware_queue_param(ngx_conf_t *cf,
-    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value)
-{
-    char                           *rv;
-    ngx_int_t                       n;
-    ngx_str_t                       s;
-    ngx_http_prefix_aware_queue_t  *qu;
-
-    if (ngx_strncmp(value->data, "queue", 5) != 0
-        && ngx_strncmp(value->data, "priority=", 9) != 0
-        && ngx_strncmp(value->data, "flow=", 5) != 0)
-    {
-        return NGX_DECLINED;
-    }
-
-    qu = ngx_http_prefix_aware_queue_conf(cf, pacf);
-    if (qu == NULL) {
-        return NGX_ERROR;
-    }
-
-    if (value->len == 9 && ngx_strncmp(value->data, "queue=off", 9) == 0) {
-        qu->off = 1;
-        qu->size = 0;
-        return NGX_OK;
-    }
-
-    if (ngx_strncmp(value->data, "queue=", 6) == 0) {
-        rv = ngx_http_prefix_aware_number(cf, value, 6, 1, 65536, &qu->size);
-        qu->off = 0;
-        return (rv == NGX_CONF_OK) ? NGX_OK : NGX_ERROR;
-    }
-
-    if (ngx_strncmp(value->data, "queue_timeout=", 14) == 0) {
-        return ngx_http_prefix_aware_time(cf, value, 14, "prefix_aware",
-                                          1, "1ms", 3600000, "1h",
-                                          &qu->timeout);
-    }
-
-    if (ngx_strncmp(value->data, "queue_poll=", 11) == 0) {
-        return ngx_http_prefix_aware_time(cf, value, 11, "prefix_aware",
-                                          1, "1ms", 1000, "1s", &qu->poll);
-    }
-
-    if (ngx_strncmp(value->data, "queue_retry=", 12) == 0) {
-        rv = ngx_http_prefix_aware_number(cf, value, 12, 0, 3600, &qu->retry);
-        return (rv == NGX_CONF_OK) ? NGX_OK : NGX_ERROR;
-    }
-
-    if (ngx_strncmp(value->data, "queue_status=", 13) == 0) {
-        s.data = value->data + 13;
-        s.len = value->len - 13;
-
-        n = ngx_atoi(s.data, s.len);
-
-        if (n != 429 && n != 503) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid \"queue_status\" value \"%V\" in "
-                               "\"prefix_aware\", it must be 429 or 503",
-                               &s);
-            return NGX_ERROR;
-        }
-
-        qu->status = (ngx_uint_t) n;
-        return NGX_OK;
-    }
-
-    if (ngx_strncmp(value->data, "priority=", 9) == 0) {
-        return ngx_http_prefix_aware_queue_var(cf, value, 9, "priority",
-                                               &qu->priority,
-                                               &qu->priority_name);
-    }
-
-    if (ngx_strncmp(value->data, "flow=", 5) == 0) {
-        return ngx_http_prefix_aware_queue_var(cf, value, 5, "flow",
-                                               &qu->flow, &qu->flow_name);
-    }
-
-    return NGX_DECLINED;
-}
-
-
-static ngx_int_t
-ngx_http_prefix_aware_queue_var(ngx_conf_t *cf, ngx_str_t *value,
-    size_t skip, const char *name, ngx_int_t *index, ngx_str_t *text)
-{
-    u_char     *p;
-    ngx_str_t   s;
-
-    s.data = value->data + skip + 1;
-    s.len = value->len - skip - 1;
-
-    for (p = s.data; p < s.data + s.len; p++) {
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
-              || (*p >= '0' && *p <= '9') || *p == '_'))
-        {
-            break;
-        }
-    }
-
-    if (value->len <= skip || value->data[skip] != '$' || s.len == 0
-        || p < s.data + s.len)
-    {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid \"%s\" value \"%*s\" in "
-                           "\"prefix_aware\", it must be a $variable", name,
-                           value->len - skip, value->data + skip);
-        return NGX_ERROR;
-    }
-
-    *index = ngx_http_get_variable_index(cf, &s);
-    if (*index == NGX_ERROR) {
-        return NGX_ERROR;
-    }
-
-    text->data = value->data + skip;
-    text->len = value->len - skip;
-
-    return NGX_OK;
-}
-
-
-/* at the upstream's initialization: its zone, or the parameters' errors */
-
-ngx_int_t
-ngx_http_prefix_aware_queue_init(ngx_conf_t *cf,
-    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t resolve)
-{
-    size_t                          size;
-    ngx_shm_zone_t                 *shm_zone;
-    ngx_http_prefix_aware_queue_t  *qu;
-
-    static ngx_str_t  prefix =
-        ngx_string("ngx_http_prefix_aware_module:queue:");
-
-    qu = pacf->queue;
-
-    if (qu == NULL) {
-        return NGX_OK;
-    }
-
-    if (qu->off) {
-        pacf->queue = NULL;
-        return NGX_OK;
-    }
-
-    if (qu->size == 0) {
-        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                      "prefix_aware: queue_timeout=, queue_poll=, "
-                      "queue_status=, queue_retry=, priority= and flow= "
-                      "need queue=N in upstream \"%V\"",
-                      &pacf->upstream->host);
-        return NGX_ERROR;
-    }
-
-    if (resolve) {
-        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                      "prefix_aware: queue= does not support "
-                      "\"server ... resolve\" in upstream \"%V\"",
-                      &pacf->upstream->host);
-        return NGX_ERROR;
-    }
-
-    size = ngx_align(pa_queue_size((uint32_t) qu->size), ngx_pagesize)
-           + 8 * ngx_pagesize;
-
-    shm_zone = ngx_http_prefix_aware_upstream_zone(cf, pacf, &prefix, size);
-    if (shm_zone == NULL) {
-        return NGX_ERROR;
-    }
-
-    shm_zone->init = ngx_http_prefix_aware_queue_init_zone;
-    shm_zone->data = qu;
-
-    qu->zone = shm_zone;
-
-    return NGX_OK;
-}
-
-
-/* the table is kept across reloads while queue= is the same */
-
-static ngx_int_t
-ngx_http_prefix_aware_queue_init_zone(ngx_shm_zone_t *shm_zone, void *data)
-{
-    size_t                          size;
-    void                           *mem;
-    ngx_slab_pool_t                *shpool;
-    ngx_http_prefix_aware_queue_t  *qu;
-
-    qu = shm_zone->data;
-    shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    size = pa_queue_size((uint32_t) qu->size);
-    mem = shpool->data;
-
-    if (mem == NULL) {
-        mem = ngx_slab_alloc(shpool, size);
-        if (mem == NULL) {
-            return NGX_ERROR;
-        }
-
-        shpool->data = mem;
-    }
-
-    if (pa_queue_attach(&qu->q, mem, size, (uint32_t) qu->size) == -1) {
-        return NGX_ERROR;
-    }
-
-    qu->shpool = shpool;
-
-    return NGX_OK;
-}
 
 
 /* per process, at its first request that waits */
@@ -526,7 +230,9 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
                ? pa_key_id_only(vv->data, vv->len) | 1 : 0;
     }
 
-    cost = pd->total_units ? pd->total_units : pd->units;
+    /* its work: the prefill no server holds (with the index), or its units */
+
+    cost = ngx_http_prefix_aware_queue_uncached(pd);
 
     if (room == 0 && priority < 0) {
         ngx_shmtx_lock(&qu->shpool->mutex);
@@ -1007,254 +713,47 @@ ngx_http_prefix_aware_queue_waited(ngx_http_prefix_aware_peer_data_t *pd)
 }
 
 
-static void
-ngx_http_prefix_aware_queue_json_left(ngx_http_prefix_aware_writer_t *w,
-    uint64_t *left)
+/*
+ * the request's prefill that no server holds: its units past the deepest
+ * match of any server of the configuration, as the index's choice
+ * matches (ngx_http_prefix_aware_index_choose()), choosing nothing; only
+ * for a request that waits
+ */
+
+static uint64_t
+ngx_http_prefix_aware_queue_uncached(ngx_http_prefix_aware_peer_data_t *pd)
 {
-    ngx_uint_t  k;
+    uint32_t                           i, k, nfound_id, depth, best;
+    uint64_t                           held;
+    ngx_http_prefix_aware_srv_conf_t  *pacf;
 
-    ngx_http_prefix_aware_printf(w, "\"released\": %uL, \"shed\": {", left[0]);
+    pacf = pd->conf;
 
-    for (k = 1; k < PA_QUEUE_NREASONS; k++) {
-        ngx_http_prefix_aware_printf(w, "%s\"%s\": %uL", k > 1 ? ", " : " ",
-                                     pa_queue_reasons[k], left[k]);
+    if (pd->nblocks == 0 || pacf->index_size == 0) {
+        return pd->total_units;
     }
 
-    ngx_http_prefix_aware_printf(w, " }");
-}
+    /* depth_id is all 0 between matches: only the servers found are set */
 
+    (void) pa_index_match_found(&pacf->index, pd->blocks, pd->nblocks,
+                                pacf->depth_id, PA_INDEX_MAX_SERVERS,
+                                pacf->found_id, &nfound_id);
 
-/* the status page's "queue" of an upstream (a read without the lock) */
+    best = 0;
 
-void
-ngx_http_prefix_aware_queue_json(ngx_http_prefix_aware_srv_conf_t *pacf,
-    ngx_http_prefix_aware_writer_t *w)
-{
-    ngx_str_t                       s;
-    ngx_uint_t                      k, first;
-    pa_queue_band_t                *b;
-    pa_queue_head_t                *h;
-    ngx_http_prefix_aware_queue_t  *qu;
+    for (k = 0; k < nfound_id; k++) {
+        i = pacf->found_id[k];
 
-    qu = pacf->queue;
-
-    if (qu == NULL || qu->q.head == NULL) {
-        return;
-    }
-
-    h = qu->q.head;
-
-    ngx_http_prefix_aware_printf(w,
-        "      \"queue\": { \"size\": %ui, \"timeout_ms\": %M, "
-        "\"poll_ms\": %M, \"status\": %ui, \"retry_after\": %ui, ",
-        qu->size, qu->timeout, qu->poll, qu->status, qu->retry);
-
-    if (qu->priority >= 0) {
-        ngx_http_prefix_aware_escape(w, &s, &qu->priority_name, 1);
-        ngx_http_prefix_aware_printf(w, "\"priority\": \"%V\", ", &s);
-    }
-
-    if (qu->flow >= 0) {
-        ngx_http_prefix_aware_escape(w, &s, &qu->flow_name, 1);
-        ngx_http_prefix_aware_printf(w, "\"flow\": \"%V\", ", &s);
-    }
-
-    ngx_http_prefix_aware_printf(w,
-        "\"waiting\": %uL, \"max_waiting\": %uL, ", h->waiting,
-        h->max_waiting);
-
-    ngx_http_prefix_aware_queue_json_left(w, h->left);
-
-    ngx_http_prefix_aware_printf(w, ",\n        \"wait_ms\": { \"counts\": [");
-
-    for (k = 0; k < PA_QUEUE_HIST; k++) {
-        ngx_http_prefix_aware_printf(w, "%s%uL", k ? ", " : " ", h->hist[k]);
-    }
-
-    ngx_http_prefix_aware_printf(w, " ], \"le\": [");
-
-    for (k = 0; k < PA_QUEUE_HIST - 1; k++) {
-        ngx_http_prefix_aware_printf(w, "%s%uL", k ? ", " : " ",
-                                     pa_queue_hist_ms[k]);
-    }
-
-    ngx_http_prefix_aware_printf(w, ", \"+Inf\" ], \"sum\": %uL },\n"
-                                    "        \"bands\": [", h->wait_sum);
-
-    first = 1;
-
-    for (k = 0; k <= PA_QUEUE_BANDS; k++) {
-        b = &h->bands[k];
-
-        if (k < PA_QUEUE_BANDS && !b->used) {
-            continue;
+        if (pacf->ring_of[i] != 0) {
+            depth = pa_blocks_span(pacf->depth_id[i], (uint32_t) pacf->head,
+                                   (uint32_t) pacf->stride);
+            best = ngx_max(best, depth);
         }
 
-        if (k == PA_QUEUE_BANDS) {
-            if (b->waiting == 0 && b->released == 0 && b->left[1] == 0
-                && b->left[2] == 0 && b->left[3] == 0 && b->left[4] == 0
-                && b->left[5] == 0)
-            {
-                continue;
-            }
-
-            ngx_http_prefix_aware_printf(w, "%s\n          { \"priority\": "
-                                         "\"other\", ", first ? "" : ",");
-
-        } else {
-            ngx_http_prefix_aware_printf(w, "%s\n          { \"priority\": "
-                                         "%D, ", first ? "" : ",",
-                                         b->priority);
-        }
-
-        first = 0;
-
-        ngx_http_prefix_aware_printf(w, "\"waiting\": %uL, \"work\": %uL, ",
-                                     b->waiting, b->work);
-        ngx_http_prefix_aware_queue_json_left(w, b->left);
-        ngx_http_prefix_aware_printf(w, " }");
+        pacf->depth_id[i] = 0;
     }
 
-    ngx_http_prefix_aware_printf(w, "%s] },\n", first ? " " : "\n        ");
-}
+    held = (uint64_t) best * pacf->block;
 
-
-static void
-ngx_http_prefix_aware_queue_band_label(u_char *buf, pa_queue_head_t *h,
-    ngx_uint_t k)
-{
-    if (k == PA_QUEUE_BANDS) {
-        ngx_sprintf(buf, "other%Z");
-
-    } else {
-        ngx_sprintf(buf, "%D%Z", h->bands[k].priority);
-    }
-}
-
-
-void
-ngx_http_prefix_aware_queue_prometheus(
-    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
-    ngx_http_prefix_aware_writer_t *w)
-{
-    u_char                             band[NGX_INT32_LEN + 8];
-    uint64_t                           cum;
-    ngx_uint_t                         i, k, r, any;
-    pa_queue_head_t                   *h;
-    ngx_http_prefix_aware_srv_conf_t **pacf;
-
-    pacf = pamcf->upstreams.elts;
-    any = 0;
-
-    for (i = 0; i < pamcf->upstreams.nelts; i++) {
-        if (pacf[i]->queue && pacf[i]->queue->q.head) {
-            any = 1;
-        }
-    }
-
-    if (!any) {
-        return;
-    }
-
-    ngx_http_prefix_aware_family(w, "queue_waiting", "gauge",
-        "Requests waiting now for a server under its bounds, by priority.");
-
-    for (i = 0; i < pamcf->upstreams.nelts; i++) {
-        if (pacf[i]->queue == NULL || pacf[i]->queue->q.head == NULL) {
-            continue;
-        }
-
-        h = pacf[i]->queue->q.head;
-
-        for (k = 0; k <= PA_QUEUE_BANDS; k++) {
-            if (k < PA_QUEUE_BANDS && !h->bands[k].used) {
-                continue;
-            }
-
-            ngx_http_prefix_aware_queue_band_label(band, h, k);
-
-            ngx_http_prefix_aware_printf(w,
-                "nginx_prefix_aware_queue_waiting"
-                "{upstream=\"%V\",priority=\"%s\"} %uL\n",
-                &label[i][0], band, h->bands[k].waiting);
-        }
-    }
-
-    ngx_http_prefix_aware_family(w, "queue_left_total", "counter",
-        "Requests that left the queue, by priority and why: released to "
-        "a server, or shed (full, timeout, sheddable), or gone (the "
-        "client), or lost (their worker died).");
-
-    for (i = 0; i < pamcf->upstreams.nelts; i++) {
-        if (pacf[i]->queue == NULL || pacf[i]->queue->q.head == NULL) {
-            continue;
-        }
-
-        h = pacf[i]->queue->q.head;
-
-        for (k = 0; k <= PA_QUEUE_BANDS; k++) {
-            if (k < PA_QUEUE_BANDS && !h->bands[k].used) {
-                continue;
-            }
-
-            ngx_http_prefix_aware_queue_band_label(band, h, k);
-
-            for (r = 0; r < PA_QUEUE_NREASONS; r++) {
-                ngx_http_prefix_aware_printf(w,
-                    "nginx_prefix_aware_queue_left_total"
-                    "{upstream=\"%V\",priority=\"%s\",reason=\"%s\"} %uL\n",
-                    &label[i][0], band, pa_queue_reasons[r],
-                    h->bands[k].left[r]);
-            }
-        }
-    }
-
-    ngx_http_prefix_aware_family(w, "queue_wait_seconds", "histogram",
-        "Time the requests released to a server waited in the queue.");
-
-    for (i = 0; i < pamcf->upstreams.nelts; i++) {
-        if (pacf[i]->queue == NULL || pacf[i]->queue->q.head == NULL) {
-            continue;
-        }
-
-        h = pacf[i]->queue->q.head;
-        cum = 0;
-
-        for (k = 0; k < PA_QUEUE_HIST; k++) {
-            cum += h->hist[k];
-
-            if (k < PA_QUEUE_HIST - 1) {
-                ngx_http_prefix_aware_printf(w,
-                    "nginx_prefix_aware_queue_wait_seconds_bucket"
-                    "{upstream=\"%V\",le=\"%uL.%03uL\"} %uL\n",
-                    &label[i][0], pa_queue_hist_ms[k] / 1000,
-                    pa_queue_hist_ms[k] % 1000, cum);
-
-            } else {
-                ngx_http_prefix_aware_printf(w,
-                    "nginx_prefix_aware_queue_wait_seconds_bucket"
-                    "{upstream=\"%V\",le=\"+Inf\"} %uL\n", &label[i][0], cum);
-            }
-        }
-
-        ngx_http_prefix_aware_printf(w,
-            "nginx_prefix_aware_queue_wait_seconds_sum{upstream=\"%V\"} "
-            "%uL.%03uL\n"
-            "nginx_prefix_aware_queue_wait_seconds_count{upstream=\"%V\"} "
-            "%uL\n",
-            &label[i][0], h->wait_sum / 1000, h->wait_sum % 1000,
-            &label[i][0], cum);
-    }
-
-    ngx_http_prefix_aware_family(w, "queue_max_waiting", "gauge",
-        "The most requests that waited at once, since the queue's zone "
-        "was made.");
-
-    for (i = 0; i < pamcf->upstreams.nelts; i++) {
-        if (pacf[i]->queue && pacf[i]->queue->q.head) {
-            ngx_http_prefix_aware_printf(w,
-                "nginx_prefix_aware_queue_max_waiting{upstream=\"%V\"} %uL\n",
-                &label[i][0], pacf[i]->queue->q.head->max_waiting);
-        }
-    }
+    return (pd->total_units > held) ? pd->total_units - held : 0;
 }
