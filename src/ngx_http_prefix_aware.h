@@ -1023,6 +1023,8 @@ ngx_int_t ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
 ngx_int_t ngx_http_prefix_aware_queue_resume(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd);
 void ngx_http_prefix_aware_queue_kick(ngx_http_prefix_aware_srv_conf_t *pacf);
+void ngx_http_prefix_aware_queue_reap(ngx_http_prefix_aware_main_conf_t *pamcf,
+    ngx_log_t *log);
 ngx_msec_t ngx_http_prefix_aware_queue_waited(
     ngx_http_prefix_aware_peer_data_t *pd);
 void ngx_http_prefix_aware_queue_json(ngx_http_prefix_aware_srv_conf_t *pacf,

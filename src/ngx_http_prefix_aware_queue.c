@@ -52,6 +52,8 @@ static void ngx_http_prefix_aware_queue_cleanup(void *data);
 static void ngx_http_prefix_aware_queue_unlink(
     ngx_http_prefix_aware_wait_t *w);
 static int ngx_http_prefix_aware_queue_alive(uint32_t pid, void *ctx);
+static void ngx_http_prefix_aware_queue_reap_locked(
+    ngx_http_prefix_aware_queue_t *qu, ngx_log_t *log, ngx_msec_t now);
 static uint64_t ngx_http_prefix_aware_queue_uncached(
     ngx_http_prefix_aware_peer_data_t *pd);
 
@@ -467,19 +469,7 @@ ngx_http_prefix_aware_queue_look(ngx_event_t *ev)
 
     ngx_shmtx_lock(&qu->shpool->mutex);
 
-    /* the places of workers that died, once a second */
-
-    if (now - (ngx_msec_t) qu->q.head->reaped >= 1000) {
-        n = pa_queue_reap(&qu->q, ngx_http_prefix_aware_queue_alive, NULL,
-                          now);
-
-        if (n) {
-            ngx_log_error(NGX_LOG_WARN, ev->log, 0,
-                          "prefix_aware: %ui requests waiting in a worker "
-                          "that died left the queue of upstream \"%V\"",
-                          n, &qu->pacf->upstream->host);
-        }
-    }
+    ngx_http_prefix_aware_queue_reap_locked(qu, ev->log, now);
 
     room = ngx_http_prefix_aware_queue_room(&pd, 0);
 
@@ -678,6 +668,58 @@ ngx_http_prefix_aware_queue_shed(ngx_http_request_t *r,
                                                                   [reason]);
 
     return NGX_DONE;
+}
+
+
+/* the places of workers that died, once a second, under the lock */
+
+static void
+ngx_http_prefix_aware_queue_reap_locked(ngx_http_prefix_aware_queue_t *qu,
+    ngx_log_t *log, ngx_msec_t now)
+{
+    ngx_uint_t  n;
+
+    if (now - (ngx_msec_t) qu->q.head->reaped < 1000) {
+        return;
+    }
+
+    n = pa_queue_reap(&qu->q, ngx_http_prefix_aware_queue_alive, NULL, now);
+
+    if (n) {
+        ngx_log_error(NGX_LOG_WARN, log, 0,
+                      "prefix_aware: %ui requests waiting in a worker "
+                      "that died left the queue of upstream \"%V\"",
+                      n, &qu->pacf->upstream->host);
+    }
+}
+
+
+/*
+ * from the reaper (zone.c), one worker a second: the places of dead
+ * workers, where requests wait, also when no live worker has one waiting
+ */
+
+void
+ngx_http_prefix_aware_queue_reap(ngx_http_prefix_aware_main_conf_t *pamcf,
+    ngx_log_t *log)
+{
+    ngx_uint_t                          i;
+    ngx_http_prefix_aware_queue_t      *qu;
+    ngx_http_prefix_aware_srv_conf_t  **pacf;
+
+    pacf = pamcf->upstreams.elts;
+
+    for (i = 0; i < pamcf->upstreams.nelts; i++) {
+        qu = pacf[i]->queue;
+
+        if (qu == NULL || qu->q.head == NULL || qu->q.head->waiting == 0) {
+            continue;
+        }
+
+        ngx_shmtx_lock(&qu->shpool->mutex);
+        ngx_http_prefix_aware_queue_reap_locked(qu, log, ngx_current_msec);
+        ngx_shmtx_unlock(&qu->shpool->mutex);
+    }
 }
 
 

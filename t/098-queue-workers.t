@@ -10,6 +10,8 @@
 #    has requests waiting, gives their places back within a second or so
 #    (counted "lost", logged), its own are then released and answered,
 #    and the counts return to zero.
+# 3. kill -9 of the only worker with requests waiting: the module's
+#    reaper (one worker a second) gives their places back.
 
 use strict;
 use warnings;
@@ -124,6 +126,26 @@ is_deeply [ map { $_->read(2)->{status} } @a ], [ (0) x 4 ],
           'worker A\'s connections closed with it';
 $_->close for @a, @b;
 
+ok wait_until(sub { waiting() == 0 && inflight() == 0 }, 5),
+   'nothing waits, nothing in flight';
+
+# 3. kill -9 of the only worker with requests waiting: the reaper of the
+#    other gives its places back
+
+($wa, $wb) = @{ $ng->workers };
+@b = map { $ng->conn_on($wb) } 1 .. 2;
+$_->send(GET => '/slow2?b') for @b;
+ok wait_until(sub { inflight() == 2 }, 5), 'worker B: 2 in flight';
+@a = map { $ng->conn_on($wa) } 1 .. 3;
+$_->send(GET => '/slow2?a') for @a;
+ok wait_until(sub { waiting() == 3 }, 5), 'worker A alone: 3 wait';
+ok kill(KILL => $wa), "kill -9 worker A ($wa)";
+$t0 = time;
+ok wait_until(sub { waiting() == 0 }, 5), 'its places given back';
+ok time - $t0 < 3, sprintf('within %.2f s', time - $t0);
+is status()->{queue}{shed}{lost}, 7, 'counted as lost: 4 + 3';
+$_->read(10) for @b;
+$_->close for @a, @b;
 ok wait_until(sub { waiting() == 0 && inflight() == 0 }, 5),
    'nothing waits, nothing in flight';
 
