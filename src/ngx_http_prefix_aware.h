@@ -1027,6 +1027,8 @@ void ngx_http_prefix_aware_queue_reap(ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_log_t *log);
 ngx_msec_t ngx_http_prefix_aware_queue_waited(
     ngx_http_prefix_aware_peer_data_t *pd);
+uint64_t ngx_http_prefix_aware_queue_flow(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd);
 void ngx_http_prefix_aware_queue_json(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_http_prefix_aware_writer_t *w);
 void ngx_http_prefix_aware_queue_prometheus(

@@ -223,14 +223,7 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
         }
     }
 
-    flow = pd->flow;
-
-    if (qu->flow >= 0) {
-        vv = ngx_http_get_indexed_variable(r, qu->flow);
-
-        flow = (vv && !vv->not_found && vv->len)
-               ? pa_key_id_only(vv->data, vv->len) | 1 : 0;
-    }
+    flow = ngx_http_prefix_aware_queue_flow(r, pd);
 
     /* its work: the prefill no server holds (with the index), or its units */
 
@@ -731,6 +724,31 @@ ngx_http_prefix_aware_queue_alive(uint32_t pid, void *ctx)
     }
 
     return !(kill((ngx_pid_t) pid, 0) == -1 && ngx_errno == NGX_ESRCH);
+}
+
+
+/*
+ * the request's flow for fairness: flow=$variable's value, else the
+ * tenant id; its hash, 0 for none (a flow of its own)
+ */
+
+uint64_t
+ngx_http_prefix_aware_queue_flow(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd)
+{
+    ngx_http_variable_value_t      *vv;
+    ngx_http_prefix_aware_queue_t  *qu;
+
+    qu = pd->conf->queue;
+
+    if (qu == NULL || qu->flow < 0) {
+        return pd->flow;
+    }
+
+    vv = ngx_http_get_indexed_variable(r, qu->flow);
+
+    return (vv && !vv->not_found && vv->len)
+           ? pa_key_id_only(vv->data, vv->len) | 1 : 0;
 }
 
 

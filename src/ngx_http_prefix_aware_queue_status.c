@@ -12,6 +12,10 @@
 #include "pa_queue.h"
 
 
+/* the flows with the most requests waiting that the page shows */
+#define NGX_HTTP_PREFIX_AWARE_QUEUE_FLOWS  8
+
+
 static void ngx_http_prefix_aware_queue_json_left(
     ngx_http_prefix_aware_writer_t *w, uint64_t *left);
 static void ngx_http_prefix_aware_queue_band_label(u_char *buf,
@@ -41,8 +45,11 @@ void
 ngx_http_prefix_aware_queue_json(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_http_prefix_aware_writer_t *w)
 {
+    uint32_t                        n;
+    uint32_t                        top[NGX_HTTP_PREFIX_AWARE_QUEUE_FLOWS];
     ngx_str_t                       s;
     ngx_uint_t                      k, first;
+    pa_queue_flow_t                *f;
     pa_queue_band_t                *b;
     pa_queue_head_t                *h;
     ngx_http_prefix_aware_queue_t  *qu;
@@ -126,7 +133,23 @@ ngx_http_prefix_aware_queue_json(ngx_http_prefix_aware_srv_conf_t *pacf,
         ngx_http_prefix_aware_printf(w, " }");
     }
 
-    ngx_http_prefix_aware_printf(w, "%s] },\n", first ? " " : "\n        ");
+    ngx_http_prefix_aware_printf(w, "%s],\n        \"flows\": [",
+                                 first ? " " : "\n        ");
+
+    /* the flows with the most waiting now */
+
+    n = pa_queue_top_flows(&qu->q, NGX_HTTP_PREFIX_AWARE_QUEUE_FLOWS, top);
+
+    for (k = 0; k < n; k++) {
+        f = &qu->q.flows[top[k]];
+
+        ngx_http_prefix_aware_printf(w, "%s\n          { \"flow\": "
+                                     "\"%016uxL\", \"priority\": %D, "
+                                     "\"waiting\": %uD }", k ? "," : "",
+                                     f->hash, f->priority, f->waiting);
+    }
+
+    ngx_http_prefix_aware_printf(w, "%s] },\n", n ? "\n        " : " ");
 }
 
 

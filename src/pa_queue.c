@@ -411,6 +411,43 @@ pa_queue_top(pa_queue_t *q, uint32_t k, uint32_t *out)
 
 
 uint32_t
+pa_queue_top_flows(pa_queue_t *q, uint32_t k, uint32_t *out)
+{
+    uint32_t          i, j, n;
+    pa_queue_flow_t  *f;
+
+    n = 0;
+
+    if (k == 0) {
+        return 0;
+    }
+
+    for (i = 0; i < q->head->nflows; i++) {
+        f = &q->flows[i];
+
+        if (f->hash == 0 || f->waiting == 0) {
+            continue;
+        }
+
+        if (n == k && f->waiting <= q->flows[out[n - 1]].waiting) {
+            continue;
+        }
+
+        j = (n < k) ? n++ : n - 1;
+
+        while (j > 0 && f->waiting > q->flows[out[j - 1]].waiting) {
+            out[j] = out[j - 1];
+            j--;
+        }
+
+        out[j] = i;
+    }
+
+    return n;
+}
+
+
+uint32_t
 pa_queue_reap(pa_queue_t *q, int (*alive)(uint32_t owner, void *ctx),
     void *ctx, uint64_t now)
 {

@@ -138,6 +138,12 @@ uint32_t pa_queue_rank(pa_queue_t *q, uint32_t slot);
 uint32_t pa_queue_top(pa_queue_t *q, uint32_t k, uint32_t *out);
 
 /*
+ * the rows of flows[] of the "k" flows with the most requests waiting,
+ * the most first (ties: the lower row), into "out"; how many
+ */
+uint32_t pa_queue_top_flows(pa_queue_t *q, uint32_t k, uint32_t *out);
+
+/*
  * the places of owners "alive" says are dead left (PA_QUEUE_LOST);
  * how many
  */

@@ -39,7 +39,7 @@ my $listen = $ng->port;
 sub conf {
     my ($params) = @_;
     return <<"_EOC_";
-    log_format wait '\$status \$prefix_aware_wait \$request_uri \$upstream_addr';
+    log_format wait '\$status \$prefix_aware_wait \$request_uri \$upstream_addr flow=\$prefix_aware_flow';
 
     upstream up {
         prefix_aware index=off threshold=1 $params;
@@ -100,9 +100,16 @@ my @log = do { open my $fh, '<', $ng->root . '/logs/wait.log'; <$fh> };
 my @waits = map { /^200 (\d+) \/slow/ ? $1 : () } @log;
 is scalar(grep { $_ >= 500 } @waits), 2, "\$prefix_aware_wait: @waits";
 is scalar(grep { $_ == 0 } @waits), 2, '0 for those that did not wait';
-my @addr = map { /^200 \d+ \/slow\S* (.*)$/ ? $1 : () } @log;
+my @addr = map { /^200 \d+ \/slow\S* (\S+) / ? $1 : () } @log;
 is scalar(grep { /^127\.0\.0\.1:\d+$/ } @addr), 4,
    "\$upstream_addr: one server each, waited or not (@addr)";
+
+# $prefix_aware_flow: the tenant id's hash; empty without one
+my $r0 = $ng->request(GET => '/', headers => [ ID_HEADER, 'tenant-x' ]);
+$r0 = $ng->request(GET => '/');
+@log = do { open my $fh, '<', $ng->root . '/logs/wait.log'; <$fh> };
+like $log[-2], qr/ flow=[0-9a-f]{16}$/, '$prefix_aware_flow with an id';
+like $log[-1], qr/ flow=$/, 'empty without';
 
 # 2. full
 

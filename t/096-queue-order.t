@@ -139,6 +139,14 @@ my $small = rnd(2000);
 @c = queue_up('f', [ 'first', [] ],
               (map { [ "n$_", [ ID_HEADER, 'tenant-n' ], $big ] } 1 .. 3),
               (map { [ "q$_", [ ID_HEADER, 'tenant-q' ], $small ] } 1 .. 3));
+$st = status();
+my @fl = @{ $st->{flows} || [] };
+my $sum = 0;
+$sum += $_->{waiting} for @fl;
+ok @fl == 2 && $sum == $st->{waiting}
+   && !grep({ $_->{flow} !~ /^[0-9a-f]{16}$/ } @fl),
+   "the flows waiting most: the two tenants, $sum waiting"
+    or diag explain $st;
 @r = map { $_->read(30) } @c;
 is_deeply [ map { $_->{status} } @r ], [ (200) x 7 ], 'all answered';
 $_->close for @c;

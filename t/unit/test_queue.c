@@ -216,6 +216,26 @@ main(void)
     CHECK(f == 1);
     CHECK(q.head->waiting == 0);
 
+    /* the flows with the most waiting: N 3, Q 1 (then none after) */
+
+    s[0] = pa_queue_admit(&q, 0, 31, 10, 1, 7100);
+    s[1] = pa_queue_admit(&q, 0, 32, 10, 1, 7100);
+    s[2] = pa_queue_admit(&q, 0, 32, 10, 1, 7100);
+    s[3] = pa_queue_admit(&q, 0, 32, 10, 1, 7100);
+    s[4] = pa_queue_admit(&q, 0, 0, 10, 1, 7100);      /* no flow */
+    n = pa_queue_top_flows(&q, 8, top);
+    CHECK(n == 2);
+    CHECK(n == 2 && q.flows[top[0]].hash == 32 && q.flows[top[0]].waiting == 3
+          && q.flows[top[1]].hash == 31 && q.flows[top[1]].waiting == 1);
+    CHECK(pa_queue_top_flows(&q, 1, top) == 1 && q.flows[top[0]].hash == 32);
+    CHECK(pa_queue_top_flows(&q, 0, top) == 0);
+
+    for (i = 0; i < 5; i++) {
+        pa_queue_leave(&q, (uint32_t) s[i], PA_QUEUE_RELEASED, 7200);
+    }
+
+    CHECK(pa_queue_top_flows(&q, 8, top) == 0);
+
     /* a flow that timed out gives back its tag: it is not penalized */
 
     s[0] = pa_queue_admit(&q, 0, 5, 500, 1, 8000);
