@@ -96,7 +96,11 @@ is $st->{waiting}, 0, 'nothing waits after';
 is $st->{released}, 2, '2 released';
 is $st->{wait_ms}{sum} > 500 ? 1 : 0, 1, "waited $st->{wait_ms}{sum} ms in all";
 
-my @log = do { open my $fh, '<', $ng->root . '/logs/wait.log'; <$fh> };
+my @log;
+wait_until {
+    @log = do { open my $fh, '<', $ng->root . '/logs/wait.log'; <$fh> };
+    (grep { / \/slow/ } @log) == 4;
+} 5;
 my @waits = map { /^200 (\d+) \/slow/ ? $1 : () } @log;
 is scalar(grep { $_ >= 500 } @waits), 2, "\$prefix_aware_wait: @waits";
 is scalar(grep { $_ == 0 } @waits), 2, '0 for those that did not wait';
@@ -105,9 +109,17 @@ is scalar(grep { /^127\.0\.0\.1:\d+$/ } @addr), 4,
    "\$upstream_addr: one server each, waited or not (@addr)";
 
 # $prefix_aware_flow: the tenant id's hash; empty without one
+my $nlog = @log;
 my $r0 = $ng->request(GET => '/', headers => [ ID_HEADER, 'tenant-x' ]);
+wait_until {
+    @log = do { open my $fh, '<', $ng->root . '/logs/wait.log'; <$fh> };
+    @log == $nlog + 1;
+} 5;
 $r0 = $ng->request(GET => '/');
-@log = do { open my $fh, '<', $ng->root . '/logs/wait.log'; <$fh> };
+wait_until {
+    @log = do { open my $fh, '<', $ng->root . '/logs/wait.log'; <$fh> };
+    @log == $nlog + 2;
+} 5;
 like $log[-2], qr/ flow=[0-9a-f]{16}$/, '$prefix_aware_flow with an id';
 like $log[-1], qr/ flow=$/, 'empty without';
 
