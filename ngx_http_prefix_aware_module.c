@@ -114,6 +114,7 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     ngx_http_upstream_srv_conf_t *us)
 {
     ngx_int_t                            rc;
+    ngx_uint_t                           resolve;
     ngx_http_upstream_rr_peers_t        *peers;
     ngx_http_prefix_aware_srv_conf_t    *pacf, **pp;
     ngx_http_prefix_aware_main_conf_t   *pamcf;
@@ -140,6 +141,7 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     /* "server ... resolve": the ring is made in each worker, at run time */
 
     rc = ngx_http_prefix_aware_resolve_init(cf, pacf);
+    resolve = (rc != NGX_DECLINED);
 
     if (rc != NGX_DECLINED) {
         if (rc != NGX_OK) {
@@ -181,6 +183,10 @@ done:
         return NGX_ERROR;
     }
 
+    if (ngx_http_prefix_aware_queue_init(cf, pacf, resolve) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     pamcf = ngx_http_conf_get_module_main_conf(cf,
                                                ngx_http_prefix_aware_module);
 
@@ -209,6 +215,18 @@ ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
 
     pacf = ngx_http_conf_upstream_srv_conf(us, ngx_http_prefix_aware_module);
     pamcf = ngx_http_get_module_main_conf(r, ngx_http_prefix_aware_module);
+
+    /* released from the queue: the upstream is initialized again */
+
+    pd = ngx_http_get_module_ctx(r, ngx_http_prefix_aware_module);
+
+    if (pd && pd->wait && pd->conf == pacf) {
+        rc = ngx_http_prefix_aware_queue_resume(r, pd);
+
+        if (rc != NGX_DECLINED) {
+            return (rc == NGX_OK) ? NGX_OK : NGX_ERROR;
+        }
+    }
 
     pd = ngx_pcalloc(r->pool, sizeof(ngx_http_prefix_aware_peer_data_t));
     if (pd == NULL) {
@@ -277,6 +295,11 @@ ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
                    pd->keyed ? pd->hash : 0,
                    &ngx_http_prefix_aware_sources[pd->source],
                    (ngx_uint_t) pd->id, &ngx_http_prefix_aware_apis[pd->api]);
+
+    if (pacf->queue) {
+        rc = ngx_http_prefix_aware_queue_enter(r, pd);
+        return (rc == NGX_OK) ? NGX_OK : NGX_ERROR;
+    }
 
     return NGX_OK;
 }
@@ -644,6 +667,10 @@ ngx_http_prefix_aware_free_peer(ngx_peer_connection_t *pc, void *data,
         }
 
         pd->prefill = 0;
+
+        if (pd->conf->queue) {
+            ngx_http_prefix_aware_queue_kick(pd->conf);
+        }
     }
 
     ngx_http_upstream_free_round_robin_peer(pc, data, state);
@@ -840,6 +867,10 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             rc = ngx_http_prefix_aware_state_param(cf, pacf, &value[i]);
         }
 
+        if (rc == NGX_DECLINED) {
+            rc = ngx_http_prefix_aware_queue_param(cf, pacf, &value[i]);
+        }
+
         if (rc == NGX_OK) {
             continue;
         }
@@ -856,8 +887,9 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                            "strategy=, strategy_default=, models=, "
                            "models_interval=, model_header=, "
                            "model_fallback=, metrics=, "
-                           "metrics_interval=, load= and responses=",
-                           &value[i]);
+                           "metrics_interval=, load=, responses=, queue=, "
+                           "queue_timeout=, queue_poll=, queue_status=, "
+                           "queue_retry=, priority= and flow=", &value[i]);
         return NGX_CONF_ERROR;
     }
 

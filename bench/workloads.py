@@ -135,6 +135,21 @@ PARAMS = {
                                  # user: fixed (reading) + exponential mean
         js_share=0.5,
     ),
+    "noisy": dict(
+        n=900, rate=16.0, seed=9,
+        tenants=8,               # each with a system prompt of its own
+        noisy=4.0,               # tenant 0's rate over each other one's
+        system_tokens=3000,
+        user_tokens=(100, 200),
+        output_tokens=(200, 400),
+        js_share=0.5,
+    ),
+    # the same tenants, all at one rate: the noisy tenant's baseline
+    "noisy_equal": dict(
+        n=900, rate=16.0, seed=9,
+        tenants=8, noisy=1.0, system_tokens=3000,
+        user_tokens=(100, 200), output_tokens=(200, 400), js_share=0.5,
+    ),
     "agentic": dict(
         n=400, rate=1.0, seed=8,
         apps=4,                  # system prompts (tool schemas), shared
@@ -177,6 +192,12 @@ DESCRIPTIONS = {
                "by many users, each user 12-18 turns whose history grows",
     "lora": "LoRA adapters: 8 adapters (Zipf-popular), each on 2 of 4 "
             "instances, 3 system prompts of 1000-2500 tokens per adapter",
+    "noisy": "a noisy tenant: 8 tenants with system prompts of 3000 tokens "
+             "of their own, single questions of 100-200 tokens, answers of "
+             "200-400; tenant 0 sends noisy times each other one's rate "
+             "(issue 45; group = tenant)",
+    "noisy_equal": "the noisy tenant's baseline: the same 8 tenants at one "
+                   "rate",
     "agentic": "tool-calling agents: 4 apps' tool prompts of 2000-4000 "
                "tokens, each agent's history growing by tool results of "
                "1000-8000 tokens to 64k-128k tokens over 5-30 turns, "
@@ -551,6 +572,35 @@ def agent_results(rng, p, base):
     return [int(min(hi, max(lo, x * f))) for x in sizes]
 
 
+def gen_noisy(p):
+    """Tenants with a system prompt each; tenant 0 sends `noisy` times the
+    rate of each of the others (noisy=1: all equal), so that each quiet
+    tenant sends rate / (tenants - 1 + noisy) requests a second, Poisson.
+    Each request is the tenant's system prompt and one new question: what
+    a tenant's users share is its prompt.  group = "tenant<k>"."""
+    rng = random.Random(p["seed"])
+    k = p["tenants"]
+    systems = ["Tenant %d. You answer for tenant %d only.\n%s"
+               % (i, i, text(rng, p["system_tokens"])) for i in range(k)]
+    share = [p["noisy"]] + [1.0] * (k - 1)
+    total = sum(share)
+    reqs = []
+    for i in range(k):
+        n = max(1, int(round(p["n"] * share[i] / total)))
+        rate = p["rate"] * share[i] / total
+        for j, t in enumerate(poisson_times(rng, n, rate)):
+            style = _style(rng, p)
+            out = rng.randint(*p["output_tokens"])
+            msgs = [{"role": "system", "content": systems[i]},
+                    {"role": "user", "content": "(question %d.%d) %s" % (
+                        i, j, text(rng, rng.randint(*p["user_tokens"])))}]
+            reqs.append(Request(t, i * 100000 + j, 0, "/v1/chat/completions",
+                                chat_body(msgs, out, style),
+                                "tenant%d" % i, out, style))
+    reqs.sort(key=lambda r: r.t)
+    return reqs[:p["n"]]
+
+
 def gen_agentic(p):
     """Tool-calling agents (after the agent traces that 2025-26 traffic
     moved to: a long tool-schema system prompt, a task, then a loop of
@@ -695,8 +745,11 @@ def gen_lora(p):
 
 GENERATORS = {"rag": gen_rag, "chat": gen_chat, "templated": gen_templated,
               "code": gen_code, "short": gen_short, "tenants": gen_tenants,
-              "lora": gen_lora, "agentic": gen_agentic}
-NAMES = list(GENERATORS)
+              "lora": gen_lora, "agentic": gen_agentic, "noisy": gen_noisy,
+              "noisy_equal": gen_noisy}
+# the workloads of make bench; "noisy" (issue 45's noisy tenant) runs by
+# name only (bench/noisy.py)
+NAMES = [w for w in GENERATORS if not w.startswith("noisy")]
 
 
 def generate(name, **overrides):
@@ -716,7 +769,7 @@ def generate(name, **overrides):
 
 def main():
     ap = argparse.ArgumentParser(description="print a workload's summary")
-    ap.add_argument("name", choices=NAMES)
+    ap.add_argument("name", choices=list(GENERATORS))
     ap.add_argument("--n", type=int)
     ap.add_argument("--rate", type=float)
     ap.add_argument("--seed", type=int)

@@ -244,3 +244,23 @@ fuzz-respid: $(FUZZ_RESPID_BIN)
 
 fuzz-respid-smoke: $(FUZZ_RESPID_BIN)
 	$(call fuzz_smoke,fuzz-respid-smoke,$(FUZZ_RESPID_RUN),5)
+# libFuzzer on src/pa_queue.c (the order of the requests that wait,
+# queue=): programs of operations on a table, its invariants checked after
+# each; make test runs it for 5 seconds (fuzz-queue-smoke)
+FUZZ_QUEUE_BIN  = $(BUILD)/fuzz/fuzz_queue
+FUZZ_QUEUE_WORK = $(BUILD)/fuzz/corpus-queue
+FUZZ_QUEUE_RUN  = $(FUZZ_QUEUE_BIN) -max_len=4096 -timeout=10 \
+                  -print_final_stats=1 $(FUZZ_QUEUE_WORK)
+
+.PHONY: fuzz-queue fuzz-queue-smoke
+
+$(FUZZ_QUEUE_BIN): fuzz/fuzz_queue.c src/pa_queue.c src/pa_queue.h \
+                   | fuzz-deps
+	@mkdir -p $(BUILD)/fuzz $(FUZZ_QUEUE_WORK)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_queue.c src/pa_queue.c
+
+fuzz-queue: $(FUZZ_QUEUE_BIN)
+	$(FUZZ_QUEUE_RUN) -max_total_time=$(FUZZ_SECONDS)
+
+fuzz-queue-smoke: $(FUZZ_QUEUE_BIN)
+	$(call fuzz_smoke,fuzz-queue-smoke,$(FUZZ_QUEUE_RUN),5)

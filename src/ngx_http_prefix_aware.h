@@ -29,6 +29,7 @@
 #include "pa_sync.h"
 #include "pa_respid.h"
 #include "pa_store.h"
+#include "pa_queue.h"
 
 
 /*
@@ -151,6 +152,10 @@ typedef struct ngx_http_prefix_aware_sync_s
     ngx_http_prefix_aware_sync_t;
 typedef struct ngx_http_prefix_aware_state_s
     ngx_http_prefix_aware_state_t;
+typedef struct ngx_http_prefix_aware_queue_s
+    ngx_http_prefix_aware_queue_t;
+typedef struct ngx_http_prefix_aware_wait_s
+    ngx_http_prefix_aware_wait_t;
 
 /* prefix_aware_sync: the other hosts a host keeps the load of */
 #define NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS      16
@@ -409,6 +414,8 @@ typedef struct {
     /* responses=: the stored responses' places, 0 off; its zone (state.c) */
     ngx_uint_t                             responses;
     ngx_http_prefix_aware_state_t         *state;
+    /* queue=: requests wait while every server is full; NULL: off */
+    ngx_http_prefix_aware_queue_t         *queue;
 } ngx_http_prefix_aware_srv_conf_t;
 
 
@@ -468,6 +475,10 @@ typedef struct {
     pa_usage_t                             usage;
     int64_t                                age;       /* of the depth */
     uint32_t                               fb_id;     /* index id */
+
+    /* queue=: the tenant's hash (0: none), its wait in the queue */
+    uint64_t                               flow;
+    ngx_http_prefix_aware_wait_t          *wait;
 
     /* "resolve": the view the scratch above is for, its room, its pool */
     ngx_uint_t                             view;
@@ -629,6 +640,54 @@ struct ngx_http_prefix_aware_models_s {
 
     /* per process: the poller */
     ngx_http_prefix_aware_round_t          round;
+};
+
+
+/* queue=: ngx_http_prefix_aware_queue{,_status}.c */
+
+#define NGX_HTTP_PREFIX_AWARE_WAITING      1
+#define NGX_HTTP_PREFIX_AWARE_RELEASED     2
+#define NGX_HTTP_PREFIX_AWARE_WAITED       3
+
+
+struct ngx_http_prefix_aware_queue_s {
+    ngx_uint_t                             size;      /* queue=, 0: off */
+    ngx_uint_t                             off;
+    ngx_msec_t                             timeout;
+    ngx_msec_t                             poll;
+    ngx_uint_t                             status;
+    ngx_uint_t                             retry;     /* s */
+    ngx_int_t                              priority;  /* index, -1 */
+    ngx_str_t                              priority_name;
+    ngx_int_t                              flow;      /* index, -1 */
+    ngx_str_t                              flow_name;
+
+    ngx_http_prefix_aware_srv_conf_t      *pacf;
+    ngx_shm_zone_t                        *zone;
+    ngx_slab_pool_t                       *shpool;
+    pa_queue_t                             q;
+
+    /* per process: its requests that wait, by place; the look's timer */
+    ngx_queue_t                            waiters;
+    ngx_uint_t                             nwaiters;
+    ngx_http_prefix_aware_wait_t         **of;
+    uintptr_t                             *tried;
+    ngx_event_t                            look;
+    ngx_uint_t                             started;
+};
+
+
+struct ngx_http_prefix_aware_wait_s {
+    ngx_http_request_t                    *r;
+    ngx_http_prefix_aware_queue_t         *qu;
+    ngx_queue_t                            queue;
+    ngx_event_t                            timer;
+    uint64_t                               seq;
+    uint32_t                               slot;
+    int32_t                                priority;
+    ngx_msec_t                             since;
+    ngx_msec_t                             waited;
+    ngx_uint_t                             state;
 };
 
 
@@ -1010,6 +1069,28 @@ void ngx_http_prefix_aware_resolve_reap(ngx_slab_pool_t *shpool,
     ngx_http_prefix_aware_shm_worker_t *w);
 ngx_uint_t ngx_http_prefix_aware_resolve_busy(
     ngx_http_prefix_aware_shm_worker_t *w);
+
+/* ngx_http_prefix_aware_queue.c */
+ngx_int_t ngx_http_prefix_aware_queue_param(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value);
+ngx_int_t ngx_http_prefix_aware_queue_init(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t resolve);
+ngx_int_t ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd);
+ngx_int_t ngx_http_prefix_aware_queue_resume(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd);
+void ngx_http_prefix_aware_queue_kick(ngx_http_prefix_aware_srv_conf_t *pacf);
+void ngx_http_prefix_aware_queue_reap(ngx_http_prefix_aware_main_conf_t *pamcf,
+    ngx_log_t *log);
+ngx_msec_t ngx_http_prefix_aware_queue_waited(
+    ngx_http_prefix_aware_peer_data_t *pd);
+uint64_t ngx_http_prefix_aware_queue_flow(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd);
+void ngx_http_prefix_aware_queue_json(ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_http_prefix_aware_writer_t *w);
+void ngx_http_prefix_aware_queue_prometheus(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w);
 
 /* ngx_http_prefix_aware_ring.c */
 ngx_int_t ngx_http_prefix_aware_ring_init(ngx_conf_t *cf,

@@ -147,6 +147,9 @@ ngx_http_prefix_aware_key(ngx_http_request_t *r,
 
     pd->id = idlen ? 1 : 0;
 
+    /* queue=: the tenant is the flow that fairness is between */
+    pd->flow = idlen ? pa_key_id_only(idp, idlen) | 1 : 0;
+
     /*
      * a prefix nobody holds enough of is placed on the ring by its first
      * 4096 units, as with index=off's default length, however deep the

@@ -396,6 +396,7 @@ ngx_http_prefix_aware_prometheus(ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_http_prefix_aware_sync_prometheus(pamcf, label, w);
     ngx_http_prefix_aware_sync_prometheus_socket(pamcf, label, w);
     ngx_http_prefix_aware_state_prometheus(pamcf, label, w);
+    ngx_http_prefix_aware_queue_prometheus(pamcf, label, w);
 }
 
 
@@ -490,6 +491,7 @@ ngx_http_prefix_aware_json(ngx_http_prefix_aware_main_conf_t *pamcf,
         }
 
         ngx_http_prefix_aware_engine_json(c, w);
+        ngx_http_prefix_aware_queue_json(c, w);
         ngx_http_prefix_aware_sync_json(c, w);
         ngx_http_prefix_aware_sync_json_socket(c, w);
         ngx_http_prefix_aware_state_json(c, w);

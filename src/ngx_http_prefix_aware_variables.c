@@ -4,7 +4,7 @@
  *
  * Variables for access logs: $prefix_aware_hash, $prefix_aware_route,
  * $prefix_aware_source, $prefix_aware_depth, $prefix_aware_strategy,
- * $prefix_aware_model.
+ * $prefix_aware_model, $prefix_aware_wait, $prefix_aware_flow.
  */
 
 
@@ -35,6 +35,12 @@ static ngx_http_variable_t  ngx_http_prefix_aware_vars[] = {
     { ngx_string("prefix_aware_model"), NULL, ngx_http_prefix_aware_variable,
       5, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
+    { ngx_string("prefix_aware_wait"), NULL, ngx_http_prefix_aware_variable,
+      6, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("prefix_aware_flow"), NULL, ngx_http_prefix_aware_variable,
+      7, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
       ngx_http_null_variable
 };
 
@@ -60,6 +66,7 @@ ngx_http_prefix_aware_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data)
 {
     u_char                             *p;
+    uint64_t                            flow;
     const char                         *s;
     ngx_http_prefix_aware_peer_data_t  *pd;
 
@@ -123,6 +130,35 @@ ngx_http_prefix_aware_variable(ngx_http_request_t *r,
     case 4:
         v->len = ngx_http_prefix_aware_strategies[pd->strategy].len;
         v->data = ngx_http_prefix_aware_strategies[pd->strategy].data;
+        return NGX_OK;
+
+    case 6:
+        p = ngx_pnalloc(r->pool, NGX_INT_T_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        v->len = ngx_sprintf(p, "%M", ngx_http_prefix_aware_queue_waited(pd))
+                 - p;
+        v->data = p;
+        return NGX_OK;
+
+    case 7:
+        flow = ngx_http_prefix_aware_queue_flow(r, pd);
+
+        if (flow == 0) {
+            v->len = 0;
+            v->data = (u_char *) "";
+            return NGX_OK;
+        }
+
+        p = ngx_pnalloc(r->pool, 16);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        v->len = ngx_sprintf(p, "%016uxL", flow) - p;
+        v->data = p;
         return NGX_OK;
 
     case 5:

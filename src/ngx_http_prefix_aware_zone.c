@@ -777,6 +777,8 @@ ngx_http_prefix_aware_reaper(ngx_event_t *ev)
         ngx_shmtx_lock(&shpool->mutex);
         ngx_http_prefix_aware_sweep(shpool, sh, pamcf->worker, ev->log);
         ngx_shmtx_unlock(&shpool->mutex);
+
+        ngx_http_prefix_aware_queue_reap(pamcf, ev->log);
     }
 
     ngx_http_prefix_aware_resolve_refresh(pamcf, ev->log);

@@ -207,7 +207,7 @@ invalid "format" value "xml" in "prefix_aware", it must be "auto", "body" or "op
 GET /t
 --- must_die
 --- error_log
-invalid parameter "lenght=4096" in "prefix_aware", it takes length=, threshold=, format=, index=, block=, capacity=, balance=, cold=, match=, prefill=, strategy=, strategy_default=, models=, models_interval=, model_header=, model_fallback=, metrics=, metrics_interval=, load= and responses=
+invalid parameter "lenght=4096" in "prefix_aware", it takes length=, threshold=, format=, index=, block=, capacity=, balance=, cold=, match=, prefill=, strategy=, strategy_default=, models=, models_interval=, model_header=, model_fallback=, metrics=, metrics_interval=, load=, responses=, queue=, queue_timeout=, queue_poll=, queue_status=, queue_retry=, priority= and flow=
 
 
 

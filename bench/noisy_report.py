@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""The noisy tenant (issue 45): per-tenant TTFT from run.py --trace files.
+
+    /usr/bin/python3 bench/noisy_report.py MAIN_TRACE_DIR BASE_TRACE_DIR
+
+MAIN_TRACE_DIR holds the traces of workload "noisy" (tenant0 sends 4
+times each other tenant's rate, the cluster over capacity), one file per
+arm and seed (noisy-ARM-SEED.jsonl); BASE_TRACE_DIR those of
+"noisy_equal" (the same tenants at one rate, under capacity), arm pa_v2.
+For each arm and seed: each quiet tenant's (tenant1..7) TTFT P50 and P90
+(model seconds, answered requests) as a ratio to its own in the baseline
+run of the same seed, the worst and the median of the seven; the noisy
+tenant's P50/P90; the requests answered 429/503 by tenant class.  Then the
+medians (and ranges) over the seeds.  Prints Markdown.
+"""
+
+import collections
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+
+def pct(xs, p):
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    k = (len(xs) - 1) * p / 100.0
+    f = int(k)
+    c = min(f + 1, len(xs) - 1)
+    return xs[f] + (xs[c] - xs[f]) * (k - f)
+
+
+def load(path):
+    by = collections.defaultdict(list)
+    shed = collections.Counter()
+    other = collections.Counter()
+    for line in open(path):
+        r = json.loads(line)
+        g = r["group"]
+        if r["status"] == 200 and r["ttft"] is not None:
+            by[g].append(r["ttft"])
+        elif r["status"] in (429, 503):
+            shed[g] += 1
+        else:
+            other[g] += 1
+    return by, shed, other
+
+
+def runs(d, wl):
+    out = {}
+    for p in glob.glob(os.path.join(d, "%s-*.jsonl" % wl)):
+        m = re.match(r"%s-(.+)-(\d+)\.jsonl$" % wl, os.path.basename(p))
+        if m:
+            out[(m.group(1), int(m.group(2)))] = p
+    return out
+
+
+def mr(xs):
+    xs = [x for x in xs if x == x]
+    if not xs:
+        return "-"
+    return "%.2f (%.2f..%.2f)" % (statistics.median(xs), min(xs), max(xs))
+
+
+def main():
+    main_dir, base_dir = sys.argv[1], sys.argv[2]
+    base = {s: load(p) for (a, s), p in runs(base_dir, "noisy_equal").items()
+            if a == "pa_v2"}
+    per_arm = collections.defaultdict(list)
+    lines = ["| arm | seed | quiet P50 worst x base | quiet P50 median x "
+             "base | quiet P90 worst x base | quiet P90 median x base | "
+             "quiet P50 / P90 s (median tenant) | noisy P50 / P90 s | "
+             "answered quiet / noisy | 429 quiet / noisy | other errors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (arm, seed), p in sorted(runs(main_dir, "noisy").items()):
+        by, shed, other = load(p)
+        if seed not in base:
+            continue
+        bby = base[seed][0]
+        quiet = ["tenant%d" % k for k in range(1, 8)]
+        r50 = [pct(by[t], 50) / pct(bby[t], 50) for t in quiet]
+        r90 = [pct(by[t], 90) / pct(bby[t], 90) for t in quiet]
+        q50 = statistics.median(pct(by[t], 50) for t in quiet)
+        q90 = statistics.median(pct(by[t], 90) for t in quiet)
+        row = dict(w50=max(r50), m50=statistics.median(r50), w90=max(r90),
+                   m90=statistics.median(r90), q50=q50, q90=q90,
+                   n50=pct(by["tenant0"], 50), n90=pct(by["tenant0"], 90),
+                   aq=sum(len(by[t]) for t in quiet), an=len(by["tenant0"]),
+                   sq=sum(shed[t] for t in quiet), sn=shed["tenant0"],
+                   err=sum(other.values()))
+        per_arm[arm].append(row)
+        lines.append("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f / %.2f | "
+                     "%.2f / %.2f | %d / %d | %d / %d | %d |" % (
+                         arm, seed, row["w50"], row["m50"], row["w90"],
+                         row["m90"], q50, q90, row["n50"], row["n90"],
+                         row["aq"], row["an"], row["sq"], row["sn"],
+                         row["err"]))
+    lines += ["", "Medians over the seeds (ranges):", "",
+              "| arm | seeds | quiet P50 worst x base | quiet P90 worst x "
+              "base | quiet P50 median x base | quiet P90 median x base | "
+              "noisy P90 s | 429 noisy | 429 quiet |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for arm, rows in sorted(per_arm.items()):
+        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+            arm, len(rows), mr([r["w50"] for r in rows]),
+            mr([r["w90"] for r in rows]), mr([r["m50"] for r in rows]),
+            mr([r["m90"] for r in rows]), mr([r["n90"] for r in rows]),
+            mr([r["sn"] for r in rows]), mr([r["sq"] for r in rows])))
+    bl = ["", "Baseline (noisy_equal, pa_v2): each quiet tenant's TTFT P50 / "
+          "P90 s, median of the seven:", ""]
+    for seed, (bby, bshed, bother) in sorted(base.items()):
+        quiet = ["tenant%d" % k for k in range(1, 8)]
+        bl.append("- seed %d: %.3f / %.3f s, %d answered, %d shed, %d "
+                  "other errors" % (
+                      seed, statistics.median(pct(bby[t], 50) for t in quiet),
+                      statistics.median(pct(bby[t], 90) for t in quiet),
+                      sum(len(v) for v in bby.values()),
+                      sum(bshed.values()), sum(bother.values())))
+    print("\n".join(lines + bl))
+
+
+if __name__ == "__main__":
+    main()
