@@ -337,16 +337,25 @@ pa_choose_cost(uint64_t units, uint32_t depth, uint32_t block_units,
 
 
 /*
- * the units of the request's prompt that a server holding "depth" blocks
- * of its key has cached: the blocks; and where "length" cut the key
- * short of the prompt (total_units over units), a match that reaches the
- * key's last whole block holds the text past the key too, most likely:
- * the rest of the same document or history, which the engine cached
- * with the key's text.  Without that, every hit of a document longer
- * than "length" counted as a cold prefill of its rest: the work bound
- * and cap=cost spilled it and documents were computed again elsewhere
- * (issue 43)
+ * where "length" cut the key short of the prompt (total over units), a
+ * match that reaches the key's last whole block holds the text past the
+ * key too, most likely: the rest of the same document or history, which
+ * the engine cached with the key's text.  Without that, every hit of a
+ * document longer than "length" counted as a cold prefill of its rest:
+ * the work bound and cap=cost spilled it and documents were computed
+ * again elsewhere (issue 43)
  */
+
+int
+pa_choose_holds_past(uint64_t units, uint64_t total, uint32_t depth,
+    uint32_t block_units)
+{
+    return depth != 0 && total > units
+           && (uint64_t) depth * block_units + block_units > units;
+}
+
+
+/* the units of the request's prompt that a server of "depth" holds */
 
 static uint64_t
 pa_choose_held(const pa_choose_in_t *in, uint32_t depth)
@@ -356,9 +365,7 @@ pa_choose_held(const pa_choose_in_t *in, uint32_t depth)
     held = (uint64_t) depth * in->block_units;
     total = in->total_units ? in->total_units : in->units;
 
-    if (depth != 0 && total > in->units
-        && held + in->block_units > in->units)
-    {
+    if (pa_choose_holds_past(in->units, total, depth, in->block_units)) {
         return total;
     }
 

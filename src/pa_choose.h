@@ -130,6 +130,14 @@ int pa_choose(const pa_choose_in_t *in, pa_choice_t *out);
 uint64_t pa_choose_cost(uint64_t units, uint32_t depth,
     uint32_t block_units, uint64_t decode);
 
+/*
+ * 1 if a server holding "depth" blocks of a key of "units" holds the
+ * prompt's text past the key too (its "total" units): the key was cut
+ * short of the prompt and the match reaches its last whole block
+ */
+int pa_choose_holds_past(uint64_t units, uint64_t total, uint32_t depth,
+    uint32_t block_units);
+
 const char *pa_choice_name(pa_choice_e kind);
 
 

@@ -694,6 +694,12 @@ test_past_key(void)
     in.total_units = 8000;
     in.decode = 50;
 
+    CHECK(pa_choose_holds_past(1000, 8000, 10, 100) == 1);
+    CHECK(pa_choose_holds_past(1050, 8000, 10, 100) == 1);
+    CHECK(pa_choose_holds_past(1000, 8000, 9, 100) == 0);
+    CHECK(pa_choose_holds_past(1000, 1000, 10, 100) == 0);
+    CHECK(pa_choose_holds_past(1000, 8000, 0, 100) == 0);
+
     /* the costs: the key's end held, nothing to prefill but the decode */
     depth[3] = 10;
     set_found(&in, depth, found);
