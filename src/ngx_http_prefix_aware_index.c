@@ -796,7 +796,10 @@ ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
                                    pd->blocks, pd->nblocks, cached,
                                    held, (uint32_t) size);
 
-        /* the other hosts take the blocks past the match's as new */
+        /*
+         * the other hosts age the server as this one does: by nothing
+         * past the match where the text past the key is held with it
+         */
 
         if (pacf->sync) {
             ngx_http_prefix_aware_sync_record(pacf, server, pd->blocks,
