@@ -24,6 +24,7 @@
 typedef struct {
     uint64_t        after;        /* work in flight with the request */
     uint64_t        cost;
+    uint64_t        held;         /* units of the prompt held there */
     uint64_t        tie;          /* once has_tie */
     uint64_t        id_hash;
     uint32_t        server;
@@ -50,6 +51,7 @@ static uint64_t pa_choose_tie(const pa_choose_in_t *in, pa_cand_t *c);
 static void pa_choose_set(pa_choice_t *out, const pa_cand_t *c,
     pa_choice_e kind);
 static uint64_t pa_choose_mix(uint64_t z);
+static uint64_t pa_choose_held(const pa_choose_in_t *in, uint32_t depth);
 static int pa_choose_by_cost(const pa_choose_in_t *in, pa_choice_t *out);
 
 
@@ -58,7 +60,7 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
 {
     int               over, scan;
     uint32_t          i, k, s, nseen;
-    uint64_t          tw, tweight, tin, saved, total;
+    uint64_t          tw, tweight, tin;
     pa_cand_t         c, best, least, first;
     pa_load_t         load;
     const pa_ring_t  *ring;
@@ -87,7 +89,6 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
     memset(&least, 0, sizeof(pa_cand_t));
     memset(&first, 0, sizeof(pa_cand_t));
     over = 0;
-    total = in->total_units ? in->total_units : in->units;
 
     /* the servers that hold a part of the prefix: the deepest in bounds */
 
@@ -123,11 +124,8 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
          * than the history; a document of a few blocks, by "slack"
          */
 
-        saved = (uint64_t) in->depth[s] * in->block_units;
-        saved = (saved < total) ? saved : total;
-
         if (!pa_choose_within(in, &load, &c, tw, tweight,
-                              (saved > in->slack) ? saved : in->slack))
+                              (c.held > in->slack) ? c.held : in->slack))
         {
             over = 1;
             continue;
@@ -338,6 +336,43 @@ pa_choose_cost(uint64_t units, uint32_t depth, uint32_t block_units,
 }
 
 
+/*
+ * where "length" cut the key short of the prompt (total over units), a
+ * match that reaches the key's last whole block holds the text past the
+ * key too, most likely: the rest of the same document or history, which
+ * the engine cached with the key's text.  Without that, every hit of a
+ * document longer than "length" counted as a cold prefill of its rest:
+ * the work bound and cap=cost spilled it and documents were computed
+ * again elsewhere (issue 43)
+ */
+
+int
+pa_choose_holds_past(uint64_t units, uint64_t total, uint32_t depth,
+    uint32_t block_units)
+{
+    return depth != 0 && total > units
+           && (uint64_t) depth * block_units + block_units > units;
+}
+
+
+/* the units of the request's prompt that a server of "depth" holds */
+
+static uint64_t
+pa_choose_held(const pa_choose_in_t *in, uint32_t depth)
+{
+    uint64_t  held, total;
+
+    held = (uint64_t) depth * in->block_units;
+    total = in->total_units ? in->total_units : in->units;
+
+    if (pa_choose_holds_past(in->units, total, depth, in->block_units)) {
+        return total;
+    }
+
+    return (held < total) ? held : total;
+}
+
+
 const char *
 pa_choice_name(pa_choice_e kind)
 {
@@ -400,8 +435,9 @@ pa_choose_load(const pa_choose_in_t *in, uint32_t s, pa_load_t *load,
 
     c->server = s;
     c->depth = (in->depth != NULL) ? in->depth[s] : 0;
-    c->cost = pa_choose_cost(in->total_units ? in->total_units : in->units,
-                             c->depth, in->block_units, in->decode);
+    c->held = pa_choose_held(in, c->depth);
+    c->cost = (in->total_units ? in->total_units : in->units) - c->held
+              + in->decode;
     c->after = load->work + c->cost;
     c->weight = load->weight ? load->weight : 1;
     c->has_tie = 0;
@@ -455,7 +491,7 @@ pa_choose_within(const pa_choose_in_t *in, const pa_load_t *load,
              * cap=saved lets over, cap=cost does too)
              */
 
-            saved = (uint64_t) c->depth * in->block_units;
+            saved = c->held;
             rest = (c->cost > in->decode) ? c->cost - in->decode : 0;
             rest = (rest > in->block_units) ? rest : in->block_units;
             rest = (rest < in->slack) ? rest : in->slack;

@@ -10,8 +10,9 @@
  * server with the least work.  Plain C, no nginx headers.
  *
  * Work is an estimate in units (bytes or characters): a request counts
- * its uncached prefill, the prefix units past the blocks matched on the
- * server, plus a fixed share for its decode.
+ * its uncached prefill, the prompt's units past the blocks matched on the
+ * server (none past the key where the match reaches the key's end: the
+ * rest of the prompt is held with it), plus a share for its decode.
  */
 
 
@@ -77,7 +78,9 @@ typedef struct {
     /* the request */
     uint64_t            key;          /* ring key of its prefix */
     uint64_t            units;        /* its prefix length in units */
-    uint64_t            total_units;  /* its prompt's, 0: "units" */
+    uint64_t            total_units;  /* its prompt's, 0: "units"; more
+                                         than "units" where "length" cut
+                                         the key */
     uint64_t            decode;       /* work counted past the prefill */
     uint32_t            block_units;
     uint32_t            nfound;       /* servers in "found" */
@@ -126,6 +129,14 @@ int pa_choose(const pa_choose_in_t *in, pa_choice_t *out);
 /* the work of a request of "units" with "depth" blocks already cached */
 uint64_t pa_choose_cost(uint64_t units, uint32_t depth,
     uint32_t block_units, uint64_t decode);
+
+/*
+ * 1 if a server holding "depth" blocks of a key of "units" holds the
+ * prompt's text past the key too (its "total" units): the key was cut
+ * short of the prompt and the match reaches its last whole block
+ */
+int pa_choose_holds_past(uint64_t units, uint64_t total, uint32_t depth,
+    uint32_t block_units);
 
 const char *pa_choice_name(pa_choice_e kind);
 

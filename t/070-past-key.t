@@ -1,6 +1,7 @@
 # The text past the key counts (issue 23, agentic traffic): a prompt
 # longer than "length" costs its server the prefill of all of it, not of
-# its key alone, and takes that much of its cache; and with the index a
+# its key alone, unless the server holds the key to its end (then the
+# rest of the same text too, issue 43), and takes that much of its cache; and with the index a
 # key may be longer than SageMaker's 65,536 units, so that a long history
 # is matched to its end.
 #
@@ -98,12 +99,22 @@ is $w, 5004 + 512 + int(5004 / 4),
     '... and counts all its 5,004 units of prefill, not its key\'s 1,024'
     or diag "work $w";
 
-# again: its key's 8 blocks are cached, the 3,980 units past them are not
+# again: its key's 8 blocks are cached, to the key's end, and the 3,980
+# units past them with them on that server (the rest of the same text,
+# issue 43): no prefill counted, the decode share alone
 ($w, $status, $depth) = held_work('short', '/short/v1/chat/completions',
                                   chat($t));
 is $depth, '8', 'the same chat again matches its key\'s 8 blocks';
-is $w, 5004 - 8 * 128 + 512 + int(5004 / 4),
-    '... and counts the 3,980 units past them' or diag "work $w";
+is $w, 512 + int(5004 / 4),
+    '... and counts none of the 3,980 units past them' or diag "work $w";
+
+# a chat that shares 900 characters of it (7 blocks, short of the key's
+# end): its text past those blocks is prefill, all 4,108 units of it
+($w, $status, $depth) = held_work('short', '/short/v1/chat/completions',
+                                  chat(substr($t, 0, 900) . rnd(4100)));
+is $depth, '7', 'a chat sharing 7 of the key\'s 8 blocks matches them';
+is $w, 5004 - 7 * 128 + 512 + int(5004 / 4),
+    '... and counts the 4,108 units past them' or diag "work $w";
 
 # raw bytes: 8,000 of them, 1,024 in the key
 ($w, $status) = held_work('short', '/short/x', 'y' x 8000);

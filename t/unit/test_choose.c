@@ -46,6 +46,7 @@ static int cold_at_cap(pa_choose_in_t *in, cluster_t *cl, uint32_t *depth,
     uint32_t *found);
 static void test_cap_saved(void);
 static void test_cap_cost(void);
+static void test_past_key(void);
 static uint32_t cold_home(pa_choose_in_t *in, cluster_t *cl,
     uint32_t *depth, uint32_t *found);
 static void test_cold_ceiling(void);
@@ -675,6 +676,114 @@ test_cap_cost(void)
 
 
 /*
+ * "length" cut the key short of the prompt (issue 43): 1,000 units of
+ * key, 8,000 of prompt.  A match that reaches the key's last whole block
+ * holds the rest of the prompt too (the same document); one short of it,
+ * only its blocks
+ */
+
+static void
+test_past_key(void)
+{
+    uint32_t        depth[NSRV], found[NSRV];
+    cluster_t       cl;
+    pa_choice_t     ch;
+    pa_choose_in_t  in;
+
+    setup(&in, &cl, depth, found);
+    in.total_units = 8000;
+    in.decode = 50;
+
+    CHECK(pa_choose_holds_past(1000, 8000, 10, 100) == 1);
+    CHECK(pa_choose_holds_past(1050, 8000, 10, 100) == 1);
+    CHECK(pa_choose_holds_past(1000, 8000, 9, 100) == 0);
+    CHECK(pa_choose_holds_past(1000, 1000, 10, 100) == 0);
+    CHECK(pa_choose_holds_past(1000, 8000, 0, 100) == 0);
+
+    /* the costs: the key's end held, nothing to prefill but the decode */
+    depth[3] = 10;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+    CHECK(ch.cost == 50);
+
+    /* a block short of the key's end: the rest of the prompt is cold */
+    depth[3] = 9;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+    CHECK(ch.cost == 8000 - 900 + 50);
+
+    /* a key that ends inside a block: its last whole block is its end */
+    in.units = 1050;
+    depth[3] = 10;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.cost == 50);
+
+    /* no text past the key: the whole prompt is the key, as before */
+    in.units = 1000;
+    in.total_units = 1000;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.cost == 50);
+
+    in.total_units = 1050;
+    in.units = 1050;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.cost == 50 + 50);
+
+    /*
+     * the work bound: the holder of the key's end has 6,000 units in
+     * flight, the others none; what it saves (the prompt, 8,000) is its
+     * slack: it keeps the document.  Counted as a 7,000-unit cold prefill
+     * with a slack of the key (1,000), it spilled
+     */
+    setup(&in, &cl, depth, found);
+    in.total_units = 8000;
+    in.balance = 125;
+    in.slack = 1100;
+    cl.work[3] = 6000;
+    depth[3] = 10;
+    set_found(&in, depth, found);
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3 && ch.cost == 0);
+
+    depth[3] = 9;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_SPILL && ch.server != 3);
+
+    /*
+     * cap=cost: 8,000 saved against a block computed, over the cap up to
+     * twice it; a block short of the key's end saves 900 against 7,100
+     * computed: the hard cap
+     */
+    setup(&in, &cl, depth, found);
+    in.total_units = 8000;
+    in.threshold = 4;
+    in.slack = 1100;
+    in.cap = PA_CAP_COST;
+    depth[3] = 10;
+    set_found(&in, depth, found);
+    CHECK(at_cap(&in, &cl, 5) == 1);
+    CHECK(at_cap(&in, &cl, 7) == 1);
+    CHECK(at_cap(&in, &cl, 8) == 0);
+    depth[3] = 9;
+    CHECK(at_cap(&in, &cl, 4) == 0);
+
+    /* place=cost: the holder while its work is under the prompt's */
+    setup(&in, &cl, depth, found);
+    in.total_units = 8000;
+    in.place = PA_PLACE_COST;
+    depth[3] = 10;
+    set_found(&in, depth, found);
+    cl.work[3] = 7900;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_MATCH && ch.server == 3);
+    cl.work[3] = 8100;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.server != 3 && ch.depth == 0);
+}
+
+
+/*
  * an idle cluster with balance=1.25 and a work bound's slack too wide to
  * bind a match; returns the ring home of the request's key, placed cold
  */
@@ -1143,6 +1252,7 @@ main(void)
     test_cold_two();
     test_cap_saved();
     test_cap_cost();
+    test_past_key();
     test_cold_ceiling();
     test_cold_strict();
     test_least();
