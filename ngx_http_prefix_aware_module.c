@@ -701,6 +701,7 @@ ngx_http_prefix_aware_postconf(ngx_conf_t *cf)
 static ngx_int_t
 ngx_http_prefix_aware_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
+    uint64_t                            id;
     ngx_http_prefix_aware_peer_data_t  *pd;
 
     pd = ngx_http_get_module_ctx(r, ngx_http_prefix_aware_module);
@@ -713,8 +714,14 @@ ngx_http_prefix_aware_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         ngx_http_prefix_aware_feedback_body(r, pd, in);
     }
 
+    /* a stored response's id learned: the other hosts are told */
+
     if (pd != NULL && pd->learn) {
-        ngx_http_prefix_aware_state_body(r, pd, in);
+        id = ngx_http_prefix_aware_state_body(r, pd, in);
+
+        if (id && pd->conf->sync) {
+            ngx_http_prefix_aware_sync_state(pd->conf, pd->learn_server, id);
+        }
     }
 
     return ngx_http_prefix_aware_next_body_filter(r, in);

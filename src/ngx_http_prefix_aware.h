@@ -907,7 +907,7 @@ ngx_int_t ngx_http_prefix_aware_state_find(
     ngx_http_prefix_aware_peer_data_t *pd, pa_pick_t *pick);
 void ngx_http_prefix_aware_state_taken(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_uint_t server, ngx_uint_t routed);
-void ngx_http_prefix_aware_state_body(ngx_http_request_t *r,
+uint64_t ngx_http_prefix_aware_state_body(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd, ngx_chain_t *in);
 void ngx_http_prefix_aware_state_put(ngx_http_prefix_aware_srv_conf_t *pacf,
     uint64_t id, uint64_t server, ngx_uint_t synced);

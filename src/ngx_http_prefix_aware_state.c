@@ -314,9 +314,13 @@ ngx_http_prefix_aware_state_taken(ngx_http_prefix_aware_peer_data_t *pd,
 }
 
 
-/* the answer to a POST /v1/responses, as it passes: its id, once */
+/*
+ * the answer to a POST /v1/responses, as it passes: its id, once, kept
+ * here; the hash of the id when it is found (the caller tells the other
+ * hosts), else 0
+ */
 
-void
+uint64_t
 ngx_http_prefix_aware_state_body(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd, ngx_chain_t *in)
 {
@@ -333,14 +337,14 @@ ngx_http_prefix_aware_state_body(ngx_http_request_t *r,
         || pd->learn_server == 0)
     {
         pd->learn = 0;
-        return;
+        return 0;
     }
 
     if (pd->respid == NULL) {
         pd->respid = ngx_palloc(r->pool, sizeof(pa_respid_t));
         if (pd->respid == NULL) {
             pd->learn = 0;
-            return;
+            return 0;
         }
 
         pa_respid_init(pd->respid);
@@ -366,7 +370,7 @@ ngx_http_prefix_aware_state_body(ngx_http_request_t *r,
     }
 
     if (rc == PA_RESPID_MORE) {
-        return;
+        return 0;
     }
 
     pd->learn = 0;
@@ -379,11 +383,11 @@ ngx_http_prefix_aware_state_body(ngx_http_request_t *r,
                       "prefix_aware: the id of a response is not a string "
                       "of 1 to %d printable ASCII characters, not stored",
                       PA_RESPID_MAX);
-        return;
+        return 0;
     }
 
     if (rc != PA_RESPID_FOUND) {
-        return;
+        return 0;
     }
 
     id = pa_store_hash(pd->respid->id, pd->respid->len);
@@ -395,9 +399,7 @@ ngx_http_prefix_aware_state_body(ngx_http_request_t *r,
 
     ngx_http_prefix_aware_state_put(pd->conf, id, pd->learn_server, 0);
 
-    if (pd->conf->sync) {
-        ngx_http_prefix_aware_sync_state(pd->conf, pd->learn_server, id);
-    }
+    return id;
 }
 
 
