@@ -1088,3 +1088,47 @@ class TestApiServer(unittest.TestCase):
         self.assertIn('"cache_read_input_tokens":', text)
         self.assertEqual(bad[0], 400)
         self.assertEqual(bad[1]["type"], "error")
+
+
+class TestAgenticShapes(unittest.TestCase):
+    def test_same_conversations_in_each_api(self):
+        ws = {sh: workloads.generate("agentic", n=40, shape=sh)
+              for sh in workloads.SHAPES}
+        chat = ws["chat"].requests
+        for sh, w in ws.items():
+            self.assertEqual([(r.t, r.session, r.turn) for r in w.requests],
+                             [(r.t, r.session, r.turn) for r in chat], sh)
+            self.assertEqual({r.path for r in w.requests},
+                             {workloads.SHAPE_PATHS[sh]})
+        for i in (0, 7, 39):
+            a = llmsim.parse_prompt(chat[i].path, chat[i].body)[0]
+            for sh in ("responses", "messages"):
+                r = ws[sh].requests[i]
+                b = llmsim.parse_prompt(r.path, r.body)[0]
+                # system prompt and task alike, tool calls rendered in
+                # each API's own way: within 1 % of the length
+                self.assertEqual(a[:1000], b[:1000])
+                self.assertLess(abs(len(a) - len(b)), len(a) / 100)
+
+    def test_stored_turns_continue_the_last_answer(self):
+        w = workloads.generate("agentic", n=60, shape="stored")
+        seen = set()
+        for r in w.requests:
+            obj = json.loads(r.body)
+            self.assertIs(obj["store"], True)
+            if r.session in seen:
+                self.assertEqual(obj["previous_response_id"],
+                                 workloads.PREV_PLACEHOLDER)
+                self.assertEqual([i["type"] for i in obj["input"]],
+                                 ["function_call_output"])
+                self.assertNotIn("instructions", obj)
+            else:
+                # an agent's first turn sent: its whole history
+                self.assertNotIn("previous_response_id", obj)
+                self.assertIn("instructions", obj)
+                self.assertEqual(len(obj["input"]), 1 + 2 * r.turn)
+            seen.add(r.session)
+
+    def test_unknown_shape(self):
+        with self.assertRaises(ValueError):
+            workloads.generate("agentic", n=5, shape="grpc")
