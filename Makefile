@@ -122,7 +122,7 @@ test-nginx: module deps-test
 	TEST_NGINX_LOAD_MODULES=$(CURDIR)/$(MODULE) \
 	    prove -I t/lib -r t/
 
-test: deps-test unit test-nginx fuzz-smoke fuzz-prom-smoke fuzz-usage-smoke fuzz-sync-smoke bench-smoke soak-smoke \
+test: deps-test unit test-nginx fuzz-smoke fuzz-prom-smoke fuzz-usage-smoke fuzz-sync-smoke fuzz-respid-smoke bench-smoke soak-smoke \
       bench-memory-smoke
 
 clean:

@@ -177,6 +177,10 @@ done:
         return NGX_ERROR;
     }
 
+    if (ngx_http_prefix_aware_state_init(cf, pacf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     pamcf = ngx_http_conf_get_module_main_conf(cf,
                                                ngx_http_prefix_aware_module);
 
@@ -266,6 +270,8 @@ ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
         ngx_atomic_fetch_add(&pacf->shm->counter[NGX_HTTP_PA_UP_ID], 1);
     }
 
+    ngx_http_prefix_aware_state_start(r, pd);
+
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "prefix_aware key: %016uxL source:%V id:%ui api:%V",
                    pd->keyed ? pd->hash : 0,
@@ -321,6 +327,28 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
      */
 
     taken = NGX_DECLINED;
+    rc = -1;
+
+    /*
+     * a stored response's server: the only one that can answer, past
+     * threshold and the work bounds, if it is usable; else (and on the
+     * next tries) the request goes by its key
+     */
+
+    if (pd->state_server
+        && ngx_http_prefix_aware_state_find(pd, &pick) == NGX_OK)
+    {
+        s = pacf->shm_server[pick.server];
+        ngx_atomic_fetch_add(&s->inflight, 1);
+
+        if (ngx_http_prefix_aware_take(pd, pick.server) == NGX_OK) {
+            rc = 0;
+            goto chosen;
+        }
+
+        ngx_atomic_fetch_add(&s->inflight, -1);
+        ngx_http_prefix_aware_state_taken(pd, pick.server, 0);
+    }
 
     for (walks = 0; /* void */ ; walks++) {
 
@@ -380,6 +408,8 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
         }
     }
 
+chosen:
+
     if (rc != 0) {
 
         /* all peers failed, mark them as live for quick recovery (no set) */
@@ -415,8 +445,24 @@ ngx_http_prefix_aware_get_peer(ngx_peer_connection_t *pc, void *data)
 
     ngx_http_prefix_aware_count(pd, &pick);
 
+    if (pick.route == PA_ROUTE_STATE || pd->learn) {
+        ngx_http_prefix_aware_state_taken(pd, pick.server,
+                                          pick.route == PA_ROUTE_STATE ? 1
+                                                                       : 2);
+    }
+
+    /*
+     * a state route is not the key's choice: its server is not recorded,
+     * its work counts there
+     */
+
     if (pd->nblocks && pd->strategy == NGX_HTTP_PA_STRATEGY_PREFIX) {
-        ngx_http_prefix_aware_index_record(pd, pick.server);
+        if (pick.route == PA_ROUTE_STATE) {
+            ngx_http_prefix_aware_work_uncached(pd, pick.server);
+
+        } else {
+            ngx_http_prefix_aware_index_record(pd, pick.server);
+        }
     }
 
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, pc->log, 0,
@@ -640,6 +686,10 @@ ngx_http_prefix_aware_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         ngx_http_prefix_aware_feedback_body(r, pd, in);
     }
 
+    if (pd != NULL && pd->learn) {
+        ngx_http_prefix_aware_state_body(r, pd, in);
+    }
+
     return ngx_http_prefix_aware_next_body_filter(r, in);
 }
 
@@ -727,6 +777,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->engine_load = 0;
     pacf->metrics = NGX_CONF_UNSET_UINT;
     pacf->metrics_interval = NGX_CONF_UNSET_MSEC;
+    pacf->responses = NGX_HTTP_PREFIX_AWARE_RESPONSES;
 
     value = cf->args->elts;
 
@@ -785,6 +836,10 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             rc = ngx_http_prefix_aware_engine_param(cf, pacf, &value[i]);
         }
 
+        if (rc == NGX_DECLINED) {
+            rc = ngx_http_prefix_aware_state_param(cf, pacf, &value[i]);
+        }
+
         if (rc == NGX_OK) {
             continue;
         }
@@ -801,7 +856,8 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                            "strategy=, strategy_default=, models=, "
                            "models_interval=, model_header=, "
                            "model_fallback=, metrics=, "
-                           "metrics_interval= and load=", &value[i]);
+                           "metrics_interval=, load= and responses=",
+                           &value[i]);
         return NGX_CONF_ERROR;
     }
 

@@ -221,3 +221,26 @@ fuzz-sync: $(FUZZ_SYNC_BIN)
 
 fuzz-sync-smoke: $(FUZZ_SYNC_BIN)
 	$(call fuzz_smoke,fuzz-sync-smoke,$(FUZZ_SYNC_RUN),5)
+
+# libFuzzer on src/pa_respid.c and src/pa_store.c (the id of a stored
+# response in an answer, and the table of ids) for FUZZ_SECONDS; new
+# inputs in $(BUILD)/fuzz/corpus-respid; make test runs it for 5 seconds
+# (fuzz-respid-smoke)
+FUZZ_RESPID_BIN  = $(BUILD)/fuzz/fuzz_respid
+FUZZ_RESPID_WORK = $(BUILD)/fuzz/corpus-respid
+FUZZ_RESPID_RUN  = $(FUZZ_RESPID_BIN) -max_len=4096 -timeout=10 \
+                   -print_final_stats=1 $(FUZZ_RESPID_WORK) fuzz/corpus/respid
+
+.PHONY: fuzz-respid fuzz-respid-smoke
+
+$(FUZZ_RESPID_BIN): fuzz/fuzz_respid.c src/pa_respid.c src/pa_respid.h \
+                    src/pa_store.c src/pa_store.h | fuzz-deps
+	@mkdir -p $(BUILD)/fuzz $(FUZZ_RESPID_WORK)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_respid.c src/pa_respid.c \
+	    src/pa_store.c src/pa_xxh_avx2.c
+
+fuzz-respid: $(FUZZ_RESPID_BIN)
+	$(FUZZ_RESPID_RUN) -max_total_time=$(FUZZ_SECONDS)
+
+fuzz-respid-smoke: $(FUZZ_RESPID_BIN)
+	$(call fuzz_smoke,fuzz-respid-smoke,$(FUZZ_RESPID_RUN),5)

@@ -36,6 +36,7 @@ LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     pa_sync_key_t     key;
     pa_sync_msg_t     m;
     pa_sync_load_t    l;
+    pa_sync_state_t   st;
     pa_sync_record_t  r;
 
     key.k0 = 0x0706050403020100ULL;
@@ -88,6 +89,12 @@ LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 
             while ((rc = pa_sync_next_load(&m, &l)) == 1) {
                 /* void */
+            }
+
+            while ((rc = pa_sync_next_state(&m, &st)) == 1) {
+                if (st.server == 0 || st.id == 0) {
+                    abort();
+                }
             }
         }
     }

@@ -27,6 +27,8 @@
 #include "pa_prom.h"
 #include "pa_usage.h"
 #include "pa_sync.h"
+#include "pa_respid.h"
+#include "pa_store.h"
 
 
 /*
@@ -76,6 +78,14 @@
 #define NGX_HTTP_PREFIX_AWARE_RING_LENGTH     4096
 #define NGX_HTTP_PREFIX_AWARE_INDEX_HEAD      8192   /* units, 64 blocks+ */
 
+/*
+ * the decode share of a request's work (index.c, peer.c): 512 units, plus
+ * a quarter of its prompt (per cent) for the decoding steps that read its
+ * whole KV cache
+ */
+#define NGX_HTTP_PREFIX_AWARE_DECODE          512
+#define NGX_HTTP_PREFIX_AWARE_ACTIVE          25
+
 /* matched depth, in blocks: 0, 1, 2, 4, ... 512, +inf */
 #define NGX_HTTP_PREFIX_AWARE_DEPTHS          12
 
@@ -83,6 +93,9 @@
 #define NGX_HTTP_PREFIX_AWARE_HIST            13
 
 #define NGX_HTTP_PREFIX_AWARE_ID_HEADER  "X-Amzn-SageMaker-Prefix-Aware-Id"
+
+/* responses=: stored responses' ids kept by default (state.c) */
+#define NGX_HTTP_PREFIX_AWARE_RESPONSES       65536
 
 /* a body in a temp file is read through a buffer of this size */
 #define NGX_HTTP_PREFIX_AWARE_FILE_BUF        65536
@@ -136,6 +149,8 @@ typedef struct ngx_http_prefix_aware_get_s
     ngx_http_prefix_aware_get_t;
 typedef struct ngx_http_prefix_aware_sync_s
     ngx_http_prefix_aware_sync_t;
+typedef struct ngx_http_prefix_aware_state_s
+    ngx_http_prefix_aware_state_t;
 
 /* prefix_aware_sync: the other hosts a host keeps the load of */
 #define NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS      16
@@ -167,10 +182,10 @@ struct ngx_http_prefix_aware_shm_server_s {
     ngx_atomic_t                           inflight;
     ngx_atomic_t                           work;      /* routing v2 */
     ngx_atomic_t                           requests;
-    ngx_atomic_t                           route[PA_ROUTE_NO_KEY + 1];
+    ngx_atomic_t                           route[PA_ROUTE_N];
     /* requests by strategy and route */
     ngx_atomic_t                           strategy[NGX_HTTP_PA_STRATEGIES]
-                                                   [PA_ROUTE_NO_KEY + 1];
+                                                   [PA_ROUTE_N];
     ngx_uint_t                             refs;      /* configurations */
     ngx_http_prefix_aware_shm_server_t    *sibling;   /* same upstream */
     ngx_str_t                              name;
@@ -390,6 +405,10 @@ typedef struct {
     /* prefix_aware_sync, or NULL; load= 0 off, 1 work, 2 on (requests) */
     ngx_http_prefix_aware_sync_t          *sync;
     ngx_uint_t                             sync_load;
+
+    /* responses=: the stored responses' places, 0 off; its zone (state.c) */
+    ngx_uint_t                             responses;
+    ngx_http_prefix_aware_state_t         *state;
 } ngx_http_prefix_aware_srv_conf_t;
 
 
@@ -435,6 +454,16 @@ typedef struct {
     uint32_t                               depth;
     pa_choice_e                            choice;
 
+    /*
+     * stored responses (state.c): the id a request names (its hash) and
+     * its server's (the hash of its name), taken at the first try; an
+     * answer to POST /v1/responses read for its id, and its server
+     */
+    uint64_t                               state_id;
+    uint64_t                               state_server;
+    uint64_t                               learn_server;
+    pa_respid_t                           *respid;
+
     /* feedback=on: the engine's answer, read for its cached_tokens */
     pa_usage_t                             usage;
     int64_t                                age;       /* of the depth */
@@ -459,6 +488,7 @@ typedef struct {
     unsigned                               keyed:1;
     unsigned                               id:1;
     unsigned                               feedback:1;
+    unsigned                               learn:1;
 } ngx_http_prefix_aware_peer_data_t;
 
 
@@ -773,6 +803,7 @@ ngx_int_t ngx_http_prefix_aware_index_choose(
     ngx_http_prefix_aware_peer_data_t *pd, pa_pick_t *pick);
 void ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_uint_t server);
+
 void ngx_http_prefix_aware_index_capacity(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t server,
     uint64_t tokens);
@@ -803,6 +834,27 @@ void ngx_http_prefix_aware_feedback_json_server(
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t j,
     ngx_http_prefix_aware_writer_t *w);
 void ngx_http_prefix_aware_feedback_prometheus(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w);
+
+/* ngx_http_prefix_aware_state.c */
+ngx_int_t ngx_http_prefix_aware_state_param(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value);
+ngx_int_t ngx_http_prefix_aware_state_init(ngx_conf_t *cf,
+    ngx_http_prefix_aware_srv_conf_t *pacf);
+void ngx_http_prefix_aware_state_start(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd);
+ngx_int_t ngx_http_prefix_aware_state_find(
+    ngx_http_prefix_aware_peer_data_t *pd, pa_pick_t *pick);
+void ngx_http_prefix_aware_state_taken(ngx_http_prefix_aware_peer_data_t *pd,
+    ngx_uint_t server, ngx_uint_t routed);
+void ngx_http_prefix_aware_state_body(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_chain_t *in);
+void ngx_http_prefix_aware_state_put(ngx_http_prefix_aware_srv_conf_t *pacf,
+    uint64_t id, uint64_t server, ngx_uint_t synced);
+void ngx_http_prefix_aware_state_json(ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_http_prefix_aware_writer_t *w);
+void ngx_http_prefix_aware_state_prometheus(
     ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
     ngx_http_prefix_aware_writer_t *w);
 
@@ -842,6 +894,8 @@ void ngx_http_prefix_aware_sync_start(ngx_cycle_t *cycle,
 void ngx_http_prefix_aware_sync_record(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_uint_t server, uint64_t *blocks, uint32_t n, uint32_t cached,
     uint32_t size);
+void ngx_http_prefix_aware_sync_state(ngx_http_prefix_aware_srv_conf_t *pacf,
+    uint64_t server, uint64_t id);
 void ngx_http_prefix_aware_sync_flush(ngx_event_t *ev);
 void ngx_http_prefix_aware_sync_tick(ngx_event_t *ev);
 void ngx_http_prefix_aware_sync_json_socket(
@@ -919,6 +973,10 @@ ngx_int_t ngx_http_prefix_aware_reserve(ngx_http_prefix_aware_shm_server_t *s,
     ngx_uint_t threshold);
 uint64_t ngx_http_prefix_aware_work(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_uint_t server, uint64_t unit);
+void ngx_http_prefix_aware_work_add(ngx_http_prefix_aware_peer_data_t *pd,
+    ngx_uint_t server);
+void ngx_http_prefix_aware_work_uncached(
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t server);
 
 /* ngx_http_prefix_aware_zone.c */
 ngx_int_t ngx_http_prefix_aware_zone_add(ngx_conf_t *cf,

@@ -14,13 +14,10 @@
 
 
 /*
- * servers kept per block in the index; the decode share of a request's
- * work: 512 units, plus a quarter of its prompt (per cent) for the
- * decoding steps that read its whole KV cache; length= with the index
+ * servers kept per block in the index (the decode share of a request's
+ * work is in the header); length= with the index
  */
 #define NGX_HTTP_PREFIX_AWARE_HOLDERS         4
-#define NGX_HTTP_PREFIX_AWARE_DECODE          512
-#define NGX_HTTP_PREFIX_AWARE_ACTIVE          25
 #define NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH    524288
 #define NGX_HTTP_PREFIX_AWARE_LENGTH_MAX      65536
 #define NGX_HTTP_PREFIX_AWARE_INDEX_LENGTH_MAX  4194304
@@ -747,21 +744,20 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
  * that requests sent together land together, and its work counts there:
  * its uncached prefill until the first byte of its response body (with
  * prefill=first, ngx_http_prefix_aware_feedback_first_byte()), its decode
- * share until it ends (ngx_http_prefix_aware_free_peer())
+ * share until it ends (ngx_http_prefix_aware_free_peer()): peer.c's
+ * ngx_http_prefix_aware_work_add()
  */
 
 void
 ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
     ngx_uint_t server)
 {
-    int64_t                              age;
-    uint32_t                             b, cached;
-    uint64_t                             size;
-    ngx_http_prefix_aware_srv_conf_t    *pacf;
-    ngx_http_prefix_aware_shm_server_t  *s;
+    int64_t                            age;
+    uint32_t                           b, cached;
+    uint64_t                           size;
+    ngx_http_prefix_aware_srv_conf_t  *pacf;
 
     pacf = pd->conf;
-    s = pacf->shm_server[server];
 
     size = (pd->total_units + pacf->block - 1) / pacf->block;
     size = ngx_min(size, 0x7fffffff);
@@ -793,14 +789,7 @@ ngx_http_prefix_aware_index_record(ngx_http_prefix_aware_peer_data_t *pd,
 
     ngx_http_prefix_aware_feedback_start(pd, server, age);
 
-    ngx_atomic_fetch_add(&s->work, (ngx_atomic_int_t) pd->cost);
-
-    pd->prefill = pacf->prefill_end ? 0 : pd->cost - pd->decode;
-
-    if (pacf->works) {
-        pd->wcount = &pacf->works[server];
-        ngx_atomic_fetch_add(pd->wcount, (ngx_atomic_int_t) pd->cost);
-    }
+    ngx_http_prefix_aware_work_add(pd, server);
 
     if (pd->tries > 1) {
         return;

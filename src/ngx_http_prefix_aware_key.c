@@ -331,6 +331,12 @@ ngx_http_prefix_aware_key_body(ngx_http_request_t *r,
             pd->hash = res.hash;
             pd->source = NGX_HTTP_PREFIX_AWARE_SOURCE_OPENAI;
             pd->api = res.api;
+
+            /* a stored response this one follows (state.c) */
+
+            if (res.prev_len && res.api == PA_OAI_API_RESPONSES) {
+                pd->state_id = pa_store_hash(res.prev, res.prev_len);
+            }
             seed = res.meta;
             past = res.past;
 

@@ -156,3 +156,54 @@ ngx_http_prefix_aware_work(ngx_http_prefix_aware_srv_conf_t *pacf,
 
     return pa_work_engine(work, known, n, unit);
 }
+
+
+/*
+ * the request's work ("cost", its "decode" share of it) counts on
+ * "server" from now on: its prefill until the first bytes of its answer
+ * (prefill=first), all of it until it ends (the entry file's free)
+ */
+
+void
+ngx_http_prefix_aware_work_add(ngx_http_prefix_aware_peer_data_t *pd,
+    ngx_uint_t server)
+{
+    ngx_http_prefix_aware_srv_conf_t    *pacf;
+    ngx_http_prefix_aware_shm_server_t  *s;
+
+    pacf = pd->conf;
+    s = pacf->shm_server[server];
+
+    ngx_atomic_fetch_add(&s->work, (ngx_atomic_int_t) pd->cost);
+
+    pd->prefill = pacf->prefill_end ? 0 : pd->cost - pd->decode;
+
+    if (pacf->works) {
+        pd->wcount = &pacf->works[server];
+        ngx_atomic_fetch_add(pd->wcount, (ngx_atomic_int_t) pd->cost);
+    }
+}
+
+
+/*
+ * a request sent to a server the index did not choose (the server of the
+ * stored response it follows, ngx_http_prefix_aware_state.c): its work
+ * counts there as a request of no cached block would (what the server
+ * holds of the conversation is not in its key)
+ */
+
+void
+ngx_http_prefix_aware_work_uncached(ngx_http_prefix_aware_peer_data_t *pd,
+    ngx_uint_t server)
+{
+    uint64_t  decode;
+
+    decode = NGX_HTTP_PREFIX_AWARE_DECODE
+             + pd->total_units * NGX_HTTP_PREFIX_AWARE_ACTIVE / 100;
+
+    pd->cost = pa_choose_cost(pd->total_units ? pd->total_units : pd->units,
+                              0, (uint32_t) pd->conf->block, decode);
+    pd->decode = ngx_min(decode, pd->cost);
+
+    ngx_http_prefix_aware_work_add(pd, server);
+}

@@ -380,7 +380,7 @@ ngx_http_prefix_aware_prometheus(ngx_http_prefix_aware_main_conf_t *pamcf,
             s = pacf[i]->shm_server[j];
             srv = &label[i][1 + j];
 
-            for (k = PA_ROUTE_AFFINITY; k <= PA_ROUTE_NO_KEY; k++) {
+            for (k = PA_ROUTE_AFFINITY; k < PA_ROUTE_N; k++) {
                 ngx_http_prefix_aware_printf(w,
                     "nginx_prefix_aware_server_routed_total"
                     "{upstream=\"%V\",server=\"%V\",route=\"%s\"} %uA\n",
@@ -395,6 +395,7 @@ ngx_http_prefix_aware_prometheus(ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_http_prefix_aware_feedback_prometheus(pamcf, label, w);
     ngx_http_prefix_aware_sync_prometheus(pamcf, label, w);
     ngx_http_prefix_aware_sync_prometheus_socket(pamcf, label, w);
+    ngx_http_prefix_aware_state_prometheus(pamcf, label, w);
 }
 
 
@@ -491,6 +492,7 @@ ngx_http_prefix_aware_json(ngx_http_prefix_aware_main_conf_t *pamcf,
         ngx_http_prefix_aware_engine_json(c, w);
         ngx_http_prefix_aware_sync_json(c, w);
         ngx_http_prefix_aware_sync_json_socket(c, w);
+        ngx_http_prefix_aware_state_json(c, w);
 
         ngx_http_prefix_aware_printf(w, "      \"servers\": [");
 
@@ -717,10 +719,14 @@ ngx_http_prefix_aware_json_servers(ngx_http_prefix_aware_srv_conf_t *c,
             c->weights[j], ngx_http_prefix_aware_state(c, j),
             s->inflight, s->requests);
 
-        for (k = PA_ROUTE_AFFINITY; k <= PA_ROUTE_NO_KEY; k++) {
-            ngx_http_prefix_aware_printf(w, "%s\"%s\": %uA",
+        /* the route "state" beside the server's "state": "state_routed" */
+
+        for (k = PA_ROUTE_AFFINITY; k < PA_ROUTE_N; k++) {
+            ngx_http_prefix_aware_printf(w, "%s\"%s%s\": %uA",
                                          k == PA_ROUTE_AFFINITY ? "" : ", ",
-                                         pa_route_name(k), s->route[k]);
+                                         pa_route_name(k),
+                                         k == PA_ROUTE_STATE ? "_routed" : "",
+                                         s->route[k]);
         }
 
         if (c->index_size) {

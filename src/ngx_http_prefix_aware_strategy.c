@@ -376,7 +376,7 @@ ngx_http_prefix_aware_strategy_prometheus(
             s = pacf[i]->shm_server[j];
 
             for (st = 0; st < NGX_HTTP_PA_STRATEGIES; st++) {
-                for (k = PA_ROUTE_AFFINITY; k <= PA_ROUTE_NO_KEY; k++) {
+                for (k = PA_ROUTE_AFFINITY; k < PA_ROUTE_N; k++) {
                     ngx_http_prefix_aware_printf(w,
                         "nginx_prefix_aware_strategy_requests_total"
                         "{upstream=\"%V\",server=\"%V\",strategy=\"%V\","
@@ -452,7 +452,7 @@ ngx_http_prefix_aware_strategy_json(ngx_http_prefix_aware_srv_conf_t *c,
         n = 0;
 
         for (j = 0; j < c->nservers; j++) {
-            for (k = PA_ROUTE_AFFINITY; k <= PA_ROUTE_NO_KEY; k++) {
+            for (k = PA_ROUTE_AFFINITY; k < PA_ROUTE_N; k++) {
                 n += c->shm_server[j]->strategy[st][k];
             }
         }
@@ -489,7 +489,7 @@ ngx_http_prefix_aware_strategy_json_server(
                                      st ? "," : "",
                                      &ngx_http_prefix_aware_strategies[st]);
 
-        for (k = PA_ROUTE_AFFINITY; k <= PA_ROUTE_NO_KEY; k++) {
+        for (k = PA_ROUTE_AFFINITY; k < PA_ROUTE_N; k++) {
             ngx_http_prefix_aware_printf(w, "%s\"%s\": %uA",
                                          k == PA_ROUTE_AFFINITY ? " " : ", ",
                                          pa_route_name(k), s->strategy[st][k]);

@@ -34,6 +34,8 @@
 
 static void ngx_http_prefix_aware_sync_refused(
     ngx_http_prefix_aware_sync_t *sy, ngx_connection_t *c, int rc);
+static void ngx_http_prefix_aware_sync_states(
+    ngx_http_prefix_aware_sync_t *sy, pa_sync_msg_t *m);
 static void ngx_http_prefix_aware_sync_records(
     ngx_http_prefix_aware_sync_t *sy, pa_sync_msg_t *m);
 static void ngx_http_prefix_aware_sync_load(ngx_http_prefix_aware_sync_t *sy,
@@ -195,6 +197,9 @@ ngx_http_prefix_aware_sync_receive(ngx_connection_t *c)
 
     if (m.type == PA_SYNC_RECORDS) {
         ngx_http_prefix_aware_sync_records(sy, &m);
+
+    } else if (m.type == PA_SYNC_STATE) {
+        ngx_http_prefix_aware_sync_states(sy, &m);
     }
 
 done:
@@ -273,6 +278,30 @@ ngx_http_prefix_aware_sync_refused(ngx_http_prefix_aware_sync_t *sy,
                   &sy->pacf->upstream->host, &c->addr_text,
                   pa_sync_error(rc), more,
                   NGX_HTTP_PREFIX_AWARE_SYNC_LOG_MS / 1000);
+}
+
+
+/*
+ * another host's stored responses: into this host's table (state.c), by
+ * the hash of the server's name, which a follow-up finds if this host's
+ * upstream has the server
+ */
+
+static void
+ngx_http_prefix_aware_sync_states(ngx_http_prefix_aware_sync_t *sy,
+    pa_sync_msg_t *m)
+{
+    int               rc;
+    pa_sync_state_t   s;
+
+    while ((rc = pa_sync_next_state(m, &s)) == 1) {
+        ngx_http_prefix_aware_state_put(sy->pacf, s.id, s.server, 1);
+    }
+
+    if (rc < 0) {
+        ngx_atomic_fetch_add(
+            &sy->pacf->shm->sync_count[NGX_HTTP_PA_SYNC_MALFORMED], 1);
+    }
 }
 
 

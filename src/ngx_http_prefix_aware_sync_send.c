@@ -59,6 +59,10 @@ ngx_http_prefix_aware_sync_record(ngx_http_prefix_aware_srv_conf_t *pacf,
 
     from = 0;
 
+    if (sy->cur.len && sy->cur.type != PA_SYNC_RECORDS) {
+        (void) ngx_http_prefix_aware_sync_seal(sy);
+    }
+
     for ( ;; ) {
         if (sy->cur.len == 0) {
             if (sy->nqueued == NGX_HTTP_PREFIX_AWARE_SYNC_QUEUE) {
@@ -74,6 +78,53 @@ ngx_http_prefix_aware_sync_record(ngx_http_prefix_aware_srv_conf_t *pacf,
         if (pa_sync_put_record(&sy->cur, pacf->id_hash[server], blocks, n,
                                cached, size, &from))
         {
+            break;
+        }
+
+        (void) ngx_http_prefix_aware_sync_seal(sy);
+    }
+
+    if (!sy->flush.posted) {
+        ngx_post_event(&sy->flush, &ngx_posted_events);
+    }
+}
+
+
+/*
+ * a stored response's id was learned: queued as records are, in a
+ * datagram of its own type
+ */
+
+void
+ngx_http_prefix_aware_sync_state(ngx_http_prefix_aware_srv_conf_t *pacf,
+    uint64_t server, uint64_t id)
+{
+    ngx_uint_t                     tries;
+    ngx_http_prefix_aware_sync_t  *sy;
+
+    sy = pacf->sync;
+
+    if (sy->flush.handler == NULL) {
+        return;                               /* not started: no zone */
+    }
+
+    for (tries = 0; tries < 2; tries++) {
+        if (sy->cur.len && sy->cur.type != PA_SYNC_STATE) {
+            (void) ngx_http_prefix_aware_sync_seal(sy);
+        }
+
+        if (sy->cur.len == 0) {
+            if (sy->nqueued == NGX_HTTP_PREFIX_AWARE_SYNC_QUEUE) {
+                ngx_atomic_fetch_add(
+                    &pacf->shm->sync_count[NGX_HTTP_PA_SYNC_DROPPED], 1);
+                return;
+            }
+
+            pa_sync_begin(&sy->cur, sy->queue + sy->nqueued * PA_SYNC_MTU,
+                          PA_SYNC_STATE, pacf->shm->sync_id, sy->upstream);
+        }
+
+        if (pa_sync_put_state(&sy->cur, server, id) == 0) {
             break;
         }
 

@@ -263,6 +263,9 @@ pa_oai_finish(pa_oai_t *x, pa_oai_result_t *res)
         res->pck_len = x->pck_len;
         memcpy(res->pck, x->pck, x->pck_len);
     }
+
+    res->prev_len = x->prev_len;
+    memcpy(res->prev, x->prev, x->prev_len);
 }
 
 

@@ -100,6 +100,13 @@ typedef struct {
     unsigned         pck_invalid:1; /* present but not a 1..64 ascii string */
     size_t           pck_len;
     unsigned char    pck[64];
+
+    /*
+     * a Responses body's "previous_response_id", if a string of 1 to 64
+     * printable ASCII bytes (0: none); it is not in the key
+     */
+    size_t           prev_len;
+    unsigned char    prev[64];
 } pa_oai_result_t;
 
 

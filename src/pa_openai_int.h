@@ -59,6 +59,8 @@ typedef enum {
     PA_F_SOURCE,               /* an Anthropic image's "source" */
     PA_F_TOOLS,
     PA_F_TOOL,                 /* a tool, or chat's tool "function" */
+    PA_F_CALLS,                /* chat's "tool_calls" */
+    PA_F_CALL,                 /* a tool call, or its "function" */
     PA_F_JSON                  /* parameters, input: rendered as text */
 } pa_oai_frame_e;
 
@@ -72,6 +74,7 @@ typedef enum {
     PA_S_MODEL,
     PA_S_SALT,
     PA_S_PCK,
+    PA_S_PREV,                 /* Responses "previous_response_id" */
     PA_S_MESSAGE,
     PA_S_ROLE,
     PA_S_CONTENT,
@@ -90,6 +93,9 @@ typedef enum {
     PA_S_TOOL,
     PA_S_TOOL_TYPE,
     PA_S_TOOL_FUNC,
+    PA_S_CALLS,
+    PA_S_CALL,
+    PA_S_CALL_FUNC,
     PA_S_JSON,
     PA_S_SOURCE
 } pa_oai_slot_e;
@@ -274,6 +280,9 @@ struct pa_oai_s {
     size_t               pck_len;
     unsigned char        pck[PA_OAI_BUF];
 
+    size_t               prev_len;     /* 0: none */
+    unsigned char        prev[PA_OAI_BUF];
+
     unsigned             done:1;
     unsigned             hook_only:1;  /* the text is the hook's alone */
     unsigned             count_past:1; /* to the end, counting "past" */
@@ -289,6 +298,7 @@ struct pa_oai_s {
     unsigned             pck_seen:1;
     unsigned             has_pck:1;
     unsigned             pck_invalid:1;
+    unsigned             prev_seen:1;
     unsigned             first:1;      /* in the conversation's first */
     unsigned             has_tools:1;
     unsigned             has_system:1;

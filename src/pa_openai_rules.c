@@ -44,12 +44,17 @@ static const struct {
     pa_oai_name(PA_F_TOP, PA_SH_OPENAI, "prompt", PA_S_PROMPT),
     pa_oai_name(PA_F_TOP, PA_SH_TOP, "cache_salt", PA_S_SALT),
     pa_oai_name(PA_F_TOP, PA_SH_TOP, "prompt_cache_key", PA_S_PCK),
+    pa_oai_name(PA_F_TOP, PA_SH_OPENAI, "previous_response_id", PA_S_PREV),
     pa_oai_name(PA_F_TOP, PA_SH_OPENAI, "input", PA_S_INPUT),
     pa_oai_name(PA_F_TOP, PA_SH_OPENAI, "instructions", PA_S_INSTR),
     pa_oai_name(PA_F_TOP, PA_SH_ANTHROPIC, "system", PA_S_SYSTEM),
     pa_oai_name(PA_F_TOP, PA_SH_TOP, "tools", PA_S_TOOLS),
     pa_oai_name(PA_F_MESSAGE, PA_SH_MSG, "role", PA_S_ROLE),
     pa_oai_name(PA_F_MESSAGE, PA_SH_MSG, "content", PA_S_CONTENT),
+    pa_oai_name(PA_F_MESSAGE, PA_SH_CHAT, "tool_calls", PA_S_CALLS),
+    pa_oai_name(PA_F_CALL, PA_SH_CHAT, "function", PA_S_CALL_FUNC),
+    pa_oai_name(PA_F_CALL, PA_SH_CHAT, "name", PA_S_CONTENT),
+    pa_oai_name(PA_F_CALL, PA_SH_CHAT, "arguments", PA_S_CONTENT),
     pa_oai_name(PA_F_ITEM, PA_SH_RESP, "role", PA_S_ROLE),
     pa_oai_name(PA_F_ITEM, PA_SH_RESP, "content", PA_S_CONTENT),
     pa_oai_name(PA_F_ITEM, PA_SH_RESP, "type", PA_S_ITEM_TYPE),
@@ -241,6 +246,26 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
 
         break;
 
+    /*
+     * chat's "tool_calls": each function's name and arguments are the
+     * assistant's text, as a Responses "function_call" item's are
+     */
+
+    case PA_S_CALLS:
+        if (type == PA_T_ARRAY) {
+            kind = PA_F_CALLS;
+        }
+
+        break;
+
+    case PA_S_CALL:
+    case PA_S_CALL_FUNC:
+        if (type == PA_T_MAP) {
+            kind = PA_F_CALL;
+        }
+
+        break;
+
     case PA_S_JSON:
         pa_oai_json_value(x);
         pa_oai_json_put(x, (type == PA_T_MAP) ? "{" : "[", 1);
@@ -263,6 +288,11 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
         x->pck_seen = 1;
         x->has_pck = 0;
         x->pck_invalid = 1;
+        break;
+
+    case PA_S_PREV:
+        x->prev_seen = 1;
+        x->prev_len = 0;
         break;
 
     default: /* PA_S_SKIP, PA_S_ROLE, PA_S_PART_TEXT, the types */
@@ -298,6 +328,9 @@ pa_oai_open(pa_oai_t *x, pa_oai_type_e type)
         break;
     case PA_F_TOOLS:
         f->slot = PA_S_TOOL;
+        break;
+    case PA_F_CALLS:
+        f->slot = PA_S_CALL;
         break;
     case PA_F_JSON:
         f->slot = PA_S_JSON;
@@ -460,6 +493,7 @@ pa_oai_begin(pa_oai_t *x, pa_oai_type_e type)
         break;
 
     case PA_S_PCK:
+    case PA_S_PREV:
     case PA_S_ITEM_TYPE:
     case PA_S_TOOL_TYPE:
         if (type == PA_T_STRING) {
@@ -611,6 +645,21 @@ pa_oai_end(pa_oai_t *x, pa_oai_type_e type)
 
         break;
 
+    case PA_S_PREV:
+        x->prev_seen = 1;
+        x->prev_len = 0;
+
+        /* an id of 1 to PA_OAI_BUF printable bytes; any other: none */
+
+        if (type == PA_T_STRING && x->buf_len && x->buf_len <= PA_OAI_BUF
+            && !x->buf_bad)
+        {
+            memcpy(x->prev, x->buf, x->buf_len);
+            x->prev_len = x->buf_len;
+        }
+
+        break;
+
     case PA_S_ITEM_TYPE:
         if (type == PA_T_STRING) {
             pa_oai_item_type(x);
@@ -718,7 +767,8 @@ pa_oai_next(pa_oai_t *x)
 {
     if (x->status == PA_OAI_OK && x->live == PA_SEC_CONV
         && x->chars >= x->length && !x->count_past
-        && x->model_seen && x->salt_seen && x->pck_seen)
+        && x->model_seen && x->salt_seen && x->pck_seen
+        && (x->prev_seen || x->api != PA_OAI_API_RESPONSES))
     {
         x->done = 1;
     }

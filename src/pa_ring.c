@@ -335,6 +335,9 @@ pa_route_name(pa_route_e route)
 
     case PA_ROUTE_NO_KEY:
         return "no_key";
+
+    case PA_ROUTE_STATE:
+        return "state";
     }
 
     return "unknown";

@@ -56,8 +56,11 @@ typedef enum {
     PA_ROUTE_AFFINITY,            /* first server on the ring from the key */
     PA_ROUTE_SPILL,               /* a busier one was passed over */
     PA_ROUTE_FAILOVER,            /* an unusable one was passed over */
-    PA_ROUTE_NO_KEY               /* least loaded, there was no key */
+    PA_ROUTE_NO_KEY,              /* least loaded, there was no key */
+    PA_ROUTE_STATE                /* the server of a stored response */
 } pa_route_e;
+
+#define PA_ROUTE_N  (PA_ROUTE_STATE + 1)
 
 
 typedef struct {

@@ -235,6 +235,29 @@ pa_sync_put_load(pa_sync_dgram_t *d, uint64_t server, uint32_t inflight,
 }
 
 
+int
+pa_sync_put_state(pa_sync_dgram_t *d, uint64_t server, uint64_t id)
+{
+    unsigned char  *p;
+
+    if (d->count == 0xffff
+        || d->len + PA_SYNC_STATE_SIZE > PA_SYNC_MTU - PA_SYNC_TAG)
+    {
+        return -1;
+    }
+
+    p = d->buf + d->len;
+
+    pa_put64(p, server);
+    pa_put64(p + 8, id);
+
+    d->len += PA_SYNC_STATE_SIZE;
+    d->count++;
+
+    return 0;
+}
+
+
 size_t
 pa_sync_seal(pa_sync_dgram_t *d, const pa_sync_key_t *key, uint64_t sent,
     uint64_t seq)
@@ -272,7 +295,9 @@ pa_sync_open(pa_sync_msg_t *m, const unsigned char *p, size_t len,
         return PA_SYNC_EVERSION;
     }
 
-    if (p[5] != PA_SYNC_RECORDS && p[5] != PA_SYNC_LOAD) {
+    if (p[5] != PA_SYNC_RECORDS && p[5] != PA_SYNC_LOAD
+        && p[5] != PA_SYNC_STATE)
+    {
         return PA_SYNC_ETYPE;
     }
 
@@ -464,6 +489,31 @@ pa_sync_next_load(pa_sync_msg_t *m, pa_sync_load_t *l)
     l->work = pa_get64(m->p + 16);
 
     m->p += PA_SYNC_LOAD_SIZE;
+    m->left--;
+
+    return 1;
+}
+
+
+int
+pa_sync_next_state(pa_sync_msg_t *m, pa_sync_state_t *s)
+{
+    if (m->left == 0 || m->type != PA_SYNC_STATE) {
+        return 0;
+    }
+
+    if ((size_t) (m->end - m->p) < PA_SYNC_STATE_SIZE) {
+        return -1;
+    }
+
+    s->server = pa_get64(m->p);
+    s->id = pa_get64(m->p + 8);
+
+    if (s->server == 0 || s->id == 0) {
+        return -1;
+    }
+
+    m->p += PA_SYNC_STATE_SIZE;
     m->left--;
 
     return 1;

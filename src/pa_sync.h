@@ -18,6 +18,9 @@
  *               processes)
  *   record:     server u64, n u16, cached u16, size u32, n x hash u64
  *   load:       server u64, inflight u32, 0 u32, work u64
+ *   state:      server u64, id u64 (a stored response's id, its XXH3:
+ *               src/pa_store.h; type 3, which hosts before it refuse as
+ *               of an unknown type)
  *   tag (8):    SipHash-2-4 of everything before it
  *
  * "server" is the hash of the server's name in the upstream (XXH3 of
@@ -49,6 +52,7 @@
 #define PA_SYNC_TAG          8
 #define PA_SYNC_RECORD_HEAD  16
 #define PA_SYNC_LOAD_SIZE    24
+#define PA_SYNC_STATE_SIZE   16
 
 /* the most hashes one record entry of a datagram carries */
 #define PA_SYNC_MAX_HASHES                                                    \
@@ -56,6 +60,7 @@
 
 #define PA_SYNC_RECORDS      1
 #define PA_SYNC_LOAD         2
+#define PA_SYNC_STATE        3
 
 /* why a datagram is refused */
 #define PA_SYNC_OK           0
@@ -131,6 +136,12 @@ typedef struct {
 } pa_sync_load_t;
 
 
+typedef struct {
+    uint64_t              server;
+    uint64_t              id;
+} pa_sync_state_t;
+
+
 uint64_t pa_siphash(const pa_sync_key_t *key, const void *data, size_t len);
 
 /* the key of a shared secret of any length (XXH3-128 of it) */
@@ -153,6 +164,9 @@ int pa_sync_put_record(pa_sync_dgram_t *d, uint64_t server,
 /* returns 0, or -1 when the datagram is full */
 int pa_sync_put_load(pa_sync_dgram_t *d, uint64_t server, uint32_t inflight,
     uint64_t work);
+
+/* returns 0, or -1 when the datagram is full */
+int pa_sync_put_state(pa_sync_dgram_t *d, uint64_t server, uint64_t id);
 
 /*
  * writes the count, the time "sent" (the wall clock, ms), the sequence
@@ -185,6 +199,7 @@ int pa_sync_admit(pa_sync_peer_t *table, unsigned n, const pa_sync_msg_t *m,
 int pa_sync_next_record(pa_sync_msg_t *m, pa_sync_record_t *r,
     uint64_t *hashes);
 int pa_sync_next_load(pa_sync_msg_t *m, pa_sync_load_t *l);
+int pa_sync_next_state(pa_sync_msg_t *m, pa_sync_state_t *s);
 
 const char *pa_sync_error(int rc);
 

@@ -207,7 +207,7 @@ invalid "format" value "xml" in "prefix_aware", it must be "auto", "body" or "op
 GET /t
 --- must_die
 --- error_log
-invalid parameter "lenght=4096" in "prefix_aware", it takes length=, threshold=, format=, index=, block=, capacity=, balance=, cold=, match=, prefill=, strategy=, strategy_default=, models=, models_interval=, model_header=, model_fallback=, metrics=, metrics_interval= and load=
+invalid parameter "lenght=4096" in "prefix_aware", it takes length=, threshold=, format=, index=, block=, capacity=, balance=, cold=, match=, prefill=, strategy=, strategy_default=, models=, models_interval=, model_header=, model_fallback=, metrics=, metrics_interval=, load= and responses=
 
 
 
@@ -740,6 +740,65 @@ invalid "place" value "near" in "prefix_aware", it must be "deepest" or "cost"
 --- config
     location /t { proxy_pass http://up; }
     location /o { proxy_pass http://off; }
+--- request
+GET /t
+--- response_body
+b1
+--- no_error_log
+[error]
+
+
+
+=== TEST 33: responses= below its range
+--- http_config
+    upstream up {
+        prefix_aware responses=8;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "responses" value "8" in "prefix_aware", it must be a number from 16 to 16777216
+
+
+
+=== TEST 34: responses= not a number
+--- http_config
+    upstream up {
+        prefix_aware responses=many;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "responses" value "many" in "prefix_aware", it must be a number from 16 to 16777216
+
+
+
+=== TEST 35: responses=off, the lowest and a million are accepted
+--- http_config
+    upstream up {
+        prefix_aware responses=off;
+        server 127.0.0.1:1985;
+    }
+    upstream low {
+        prefix_aware responses=16;
+        server 127.0.0.1:1985;
+    }
+    upstream high {
+        prefix_aware index=off responses=1048576;
+        server 127.0.0.1:1985;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+    location /l { proxy_pass http://low; }
+    location /h { proxy_pass http://high; }
 --- request
 GET /t
 --- response_body

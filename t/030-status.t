@@ -59,9 +59,11 @@ sub status_json {
     my @u;
     for my $u (@ups) {
         my @s = map {
-            my ($n, $w, $st, $if, $rq, $af, $sp, $fo, $nk) = @$_;
+            my ($n, $w, $st, $if, $rq, $af, $sp, $fo, $nk, $sr) = @$_;
+            $sr //= 0;
             qq({"server":"$n","address":"$n","weight":$w,"state":"$st","inflight":$if,)
-            . qq("requests":$rq,"affinity":$af,"spill":$sp,"failover":$fo,"no_key":$nk})
+            . qq("requests":$rq,"affinity":$af,"spill":$sp,"failover":$fo,"no_key":$nk,)
+            . qq("state_routed":$sr})
         } @{ $u->{servers} };
         # the OpenAI keys by API: all chat unless given
         my $a = $u->{apis} // [$u->{keys}[2], 0, 0, 0];
@@ -72,6 +74,8 @@ sub status_json {
             . qq("rejected":$u->{rejected},"invalid_cache_key":$u->{invalid_cache_key},"keyed":$u->{keyed},"first_choice_usable":$u->{first_choice_usable},)
             . qq("first_choice_inflight":{"buckets":[) . join(',', @{ $u->{buckets} }) . qq(],)
             . qq("le":[0,1,2,4,8,16,32,64,128,256,512,1024,"+Inf"],"sum":$u->{sum}},)
+            . qq("responses":{"capacity":65536,"size":0,"evicted":0,"learned":0,"synced":0,)
+            . qq("rejected":0,"state":0,"state_lost":0,"unknown":0,"server_lost":0},)
             . qq("servers":[) . join(',', @s) . ']}';
     }
     return '{"version":1,"zone":ZONE,"upstreams":{' . join(',', @u) . '}}';
@@ -131,8 +135,16 @@ sub status_prom {
     for (@each) {
         my ($u, $s) = @$_;
         my $i = 5;
-        push @l, map { 'nginx_prefix_aware_server_routed_total{' . $sl->($u, $s) . qq(,route="$_"} ) . $s->[$i++] } qw(affinity spill failover no_key);
+        push @l, map { 'nginx_prefix_aware_server_routed_total{' . $sl->($u, $s) . qq(,route="$_"} ) . ($s->[$i++] // 0) } qw(affinity spill failover no_key state);
     }
+    # stored responses (responses=, none in this traffic)
+    push @l, map { 'nginx_prefix_aware_responses_capacity{' . $ul->($_) . '} 65536' } @ups;
+    push @l, map { 'nginx_prefix_aware_responses_stored{' . $ul->($_) . '} 0' } @ups;
+    push @l, map { 'nginx_prefix_aware_responses_evicted_total{' . $ul->($_) . '} 0' } @ups;
+    push @l, map { my $u = $_; map { 'nginx_prefix_aware_responses_learned_total{' . $ul->($u) . qq(,source="$_"} 0) } qw(answer sync) } @ups;
+    push @l, map { 'nginx_prefix_aware_responses_rejected_total{' . $ul->($_) . '} 0' } @ups;
+    push @l, map { 'nginx_prefix_aware_state_total{' . $ul->($_) . '} 0' } @ups;
+    push @l, map { my $u = $_; map { 'nginx_prefix_aware_state_lost_total{' . $ul->($u) . qq(,reason="$_"} 0) } qw(unknown server) } @ups;
     return @l;
 }
 

@@ -127,8 +127,8 @@ _EOC_
         . qq({upstream="odd \\"q\\" back\\\\slash\\nline\ttab {x}=,\xc3\xa9",)
         . qq(server="unix:$dir/b \\"q\\" \\\\ \\n.sock"});
     like $text, qr/^\Q$sample\E $rq[0]$/m, 'names: a sample with its labels escaped, as written';
-    is scalar(grep { /^nginx_prefix_aware_server_routed_total\{/ } keys %$v), 8,
-       'names: 8 routed samples, none cut at a quote or a line feed';
+    is scalar(grep { /^nginx_prefix_aware_server_routed_total\{/ } keys %$v), 10,
+       'names: 10 routed samples, none cut at a quote or a line feed';
 
     $ngx->stop;
     unlike $ngx->error_log, qr/\[(?:alert|crit|emerg)\]/, 'names: no alert in the error log';
@@ -161,8 +161,9 @@ _EOC_
        . ' bytes (the first buffer is 4096)';
 
     my $v = prometheus_ok($ngx, 'many', $json, $text);
-    is scalar(keys %$v), 50 * 31 + 50 * 40 * 10,
-        'many: 31 samples an upstream (4 of them keys by API), 10 a server';
+    is scalar(keys %$v), 50 * 40 + 50 * 40 * 11,
+        'many: 40 samples an upstream (4 of them keys by API, 9 stored '
+        . 'responses), 11 a server (5 routes)';
     like $text, qr/\n\z/, 'many: the text ends with a whole line';
 
     $ngx->stop;

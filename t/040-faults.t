@@ -60,8 +60,9 @@ add_block_preprocessor(sub {
 
 # A pattern for the status JSON (pretty-printed: any white space between
 # tokens): each server given as "name state inflight requests affinity
-# spill failover no_key" is there with these values, and no server of any
-# upstream has a count in flight.
+# spill failover no_key" is there with these values (and no route
+# "state": no stored response here), and no server of any upstream has a
+# count in flight.
 sub status_like {
     my $re = '\A(?!.*"inflight"\s*:\s*[1-9])';
     for (@_) {
@@ -70,7 +71,8 @@ sub status_like {
                    '"weight"', ':', 1, ',', '"state"', ':', "\"$st\"", ',',
                    '"inflight"', ':', $if, ',', '"requests"', ':', $rq, ',',
                    '"affinity"', ':', $af, ',', '"spill"', ':', $sp, ',',
-                   '"failover"', ':', $fo, ',', '"no_key"', ':', $nk, '}');
+                   '"failover"', ':', $fo, ',', '"no_key"', ':', $nk, ',',
+                   '"state_routed"', ':', 0, '}');
         $re .= '(?=.*' . join('\s*', map { quotemeta } @tok) . ')';
     }
     return qr/$re/s;

@@ -416,6 +416,33 @@ test_items(void)
                     "\"id\":\"i\"}]}", O,
                     "tool\x1e" "a\x1fuser\x1e" "data:x\x1f" "f\x1f\x1e"));
 
+    /* chat's tool_calls: the same text as Responses' function_call */
+
+    CHECK(T_TEXT_IS("{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},"
+                    "{\"role\":\"assistant\",\"content\":null,"
+                    "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+                    "\"function\":{\"name\":\"get_weather\",\"arguments\":"
+                    "\"{\\\"city\\\":\\\"Paris\\\"}\"}}]},{\"role\":\"tool\","
+                    "\"tool_call_id\":\"c1\",\"content\":\"sunny\"}]}", O,
+                    "user\x1ew?\x1f" "assistant\x1eget_weather\x1f"
+                    "{\"city\":\"Paris\"}\x1ftool\x1esunny\x1f"));
+
+    h = t_hash("{\"messages\":[{\"tool_calls\":[{\"function\":{\"arguments\":"
+               "\"{}\",\"name\":\"f\"},\"type\":\"function\",\"id\":\"c\"}],"
+               "\"role\":\"assistant\"}]}", O, 4096);
+    CHECK(h == t_hash("{\"input\":[{\"type\":\"function_call\",\"arguments\":"
+                      "\"{}\",\"name\":\"f\"}]}", O, 4096));
+    CHECK(h != t_hash("{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":"
+                      "null}]}", O, 4096));
+
+    /* tool_calls are chat's: not a Responses item's, not Anthropic's */
+
+    CHECK(t_hash("{\"input\":[{\"role\":\"assistant\",\"content\":\"a\","
+                 "\"tool_calls\":[{\"function\":{\"name\":\"f\"}}]}]}", O,
+                 4096)
+          == t_hash("{\"input\":[{\"role\":\"assistant\",\"content\":"
+                    "\"a\"}]}", O, 4096));
+
     /* a chat image part and a Responses one are the same text */
 
     CHECK(t_hash("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"

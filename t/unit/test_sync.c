@@ -174,6 +174,59 @@ test_load(void)
 }
 
 
+/* the ids of stored responses: a datagram full of them, read back */
+
+static void
+test_state(void)
+{
+    int              i;
+    size_t           len;
+    unsigned char    buf[PA_SYNC_MTU];
+    pa_sync_key_t    key;
+    pa_sync_msg_t    m;
+    pa_sync_state_t  s;
+    pa_sync_dgram_t  d;
+
+    pa_sync_key(&key, "k", 1);
+
+    pa_sync_begin(&d, buf, PA_SYNC_STATE, 8, 9);
+
+    for (i = 0; pa_sync_put_state(&d, 1000 + i, 77 + i) == 0; i++) {
+        /* void */
+    }
+
+    CHECK(i == (PA_SYNC_MTU - PA_SYNC_HEAD - PA_SYNC_TAG)
+               / PA_SYNC_STATE_SIZE);
+
+    len = pa_sync_seal(&d, &key, 3, 1);
+    CHECK(pa_sync_open(&m, buf, len, &key, 9) == PA_SYNC_OK);
+    CHECK(m.type == PA_SYNC_STATE && (int) m.count == i);
+
+    /* no record or load in it */
+
+    CHECK(pa_sync_next_load(&m, &(pa_sync_load_t) { 0, 0, 0 }) == 0);
+
+    CHECK(pa_sync_next_state(&m, &s) == 1);
+    CHECK(s.server == 1000 && s.id == 77);
+    CHECK(pa_sync_next_state(&m, &s) == 1);
+    CHECK(s.server == 1001 && s.id == 78);
+
+    /* a 0 is malformed */
+
+    pa_sync_begin(&d, buf, PA_SYNC_STATE, 8, 9);
+    CHECK(pa_sync_put_state(&d, 0, 5) == 0);
+    len = pa_sync_seal(&d, &key, 3, 2);
+    CHECK(pa_sync_open(&m, buf, len, &key, 9) == PA_SYNC_OK);
+    CHECK(pa_sync_next_state(&m, &s) == -1);
+
+    /* a type past it is refused before anything is read */
+
+    pa_sync_begin(&d, buf, PA_SYNC_STATE + 1, 8, 9);
+    len = pa_sync_seal(&d, &key, 3, 3);
+    CHECK(pa_sync_open(&m, buf, len, &key, 9) == PA_SYNC_ETYPE);
+}
+
+
 static void
 test_refused(void)
 {
@@ -406,6 +459,7 @@ main(void)
     test_siphash();
     test_records();
     test_load();
+    test_state();
     test_refused();
 
     return UNIT_DONE();

@@ -290,6 +290,20 @@ sub prometheus_from_json {
         $v{qq(${p}strategy_chosen_inflight_total{$ul,strategy="$_"})} =
             $u->{strategies}{$_}{chosen_inflight}
             for keys %{ $u->{strategies} };
+        if (my $r = $u->{responses}) {
+            $v{"${p}responses_capacity{$ul}"} = $r->{capacity};
+            $v{"${p}responses_stored{$ul}"} = $r->{size};
+            $v{"${p}responses_evicted_total{$ul}"} = $r->{evicted};
+            $v{qq(${p}responses_learned_total{$ul,source="answer"})} =
+                $r->{learned};
+            $v{qq(${p}responses_learned_total{$ul,source="sync"})} =
+                $r->{synced};
+            $v{"${p}responses_rejected_total{$ul}"} = $r->{rejected};
+            $v{"${p}state_total{$ul}"} = $r->{state};
+            $v{qq(${p}state_lost_total{$ul,reason="unknown"})} = $r->{unknown};
+            $v{qq(${p}state_lost_total{$ul,reason="server"})} =
+                $r->{server_lost};
+        }
         for my $s (@{ $u->{servers} }) {
             my $sl = "$ul,server=\"" . prom_escape($s->{server}) . '"';
             $v{"${p}server_weight{$sl}"} = $s->{weight};
@@ -299,10 +313,12 @@ sub prometheus_from_json {
             $v{"${p}server_requests_total{$sl}"} = $s->{requests};
             $v{qq(${p}server_routed_total{$sl,route="$_"})} = $s->{$_}
                 for qw(affinity spill failover no_key);
+            $v{qq(${p}server_routed_total{$sl,route="state"})} =
+                $s->{state_routed};
             for my $st (keys %{ $s->{strategies} }) {
                 $v{qq(${p}strategy_requests_total{$sl,strategy="$st",route="$_"})} =
                     $s->{strategies}{$st}{$_}
-                    for qw(affinity spill failover no_key);
+                    for qw(affinity spill failover no_key state);
             }
         }
     }
