@@ -34,7 +34,7 @@ DEB_BUILD = build-essential nginx nginx-dev libxxhash-dev \
 DEB_TEST  = libtest-base-perl libwww-perl liburi-perl libipc-run3-perl \
             libtext-diff-perl libtest-longstring-perl liblist-moreutils-perl \
             clang libclang-rt-14-dev python3 python3-aiohttp prometheus \
-            curl gdb chromium
+            curl gdb chromium nodejs
 DEB_BENCH = python3-matplotlib wrk haproxy linux-perf
 
 .PHONY: all module deps deps-test deps-bench unit test test-nginx clean \
@@ -57,8 +57,20 @@ deps = missing=$$(for p in $(1); do \
 deps:
 	@$(call deps,$(DEB_BUILD))
 
+# t/095-clients.t runs the official npm clients (t/js/package-lock.json):
+# npm ci into t/js/node_modules when the lock changed.  Debian's npm only
+# where no npm is installed (a nodejs package of another origin that
+# bundles npm conflicts with Debian's npm package)
+JS_DIR = t/js
+
 deps-test: deps
 	@$(call deps,$(DEB_TEST))
+	@command -v npm >/dev/null || { $(call deps,npm); }
+	@$(MAKE) --no-print-directory $(JS_DIR)/node_modules/.package-lock.json
+
+$(JS_DIR)/node_modules/.package-lock.json: $(JS_DIR)/package.json \
+                                          $(JS_DIR)/package-lock.json
+	cd $(JS_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
 deps-bench: deps-test
 	@$(call deps,$(DEB_BENCH))

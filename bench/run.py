@@ -759,7 +759,7 @@ async def pa_routes(session, url):
 class Rec:
     __slots__ = ("idx", "t_sched", "t_send", "t_first", "t_done", "status",
                  "instance", "out_tokens", "cached", "prompt", "error", "arm",
-                 "route", "depth", "routed")
+                 "route", "depth", "routed", "resp_id", "prev", "done")
 
     def __init__(self, idx):
         self.idx = idx
@@ -774,16 +774,53 @@ class Rec:
         self.route = None
         self.depth = None
         self.routed = True      # False: sent past the routers (--bypass)
+        self.resp_id = None     # a Responses answer's id (stored shape)
+        self.prev = None        # the Rec whose answer this one continues
+        self.done = None        # asyncio.Event, set when answered (prev's)
 
 
 _USAGE = re.compile(rb'"usage":\{"prompt_tokens":(\d+),"completion_tokens":(\d+)'
                     rb'.*?"cached_tokens":(\d+)')
+# the Responses API's usage (prompt, cached, output) and Anthropic's
+# (prompt, cached, output), as llmsim writes them
+_USAGE_RESPONSES = re.compile(
+    rb'"usage":\{"input_tokens":(\d+),"input_tokens_details":'
+    rb'\{"cached_tokens":(\d+)\},"output_tokens":(\d+)')
+_USAGE_MESSAGES = re.compile(
+    rb'"usage":\{"input_tokens":(\d+),"cache_creation_input_tokens":\d+,'
+    rb'"cache_read_input_tokens":(\d+),"output_tokens":(\d+)')
+_RESP_ID = re.compile(rb'"response":\{"id":"(resp_[0-9a-f]+)"')
+API_PATHS = ("/v1/responses", "/v1/messages")
+PREV = workloads.PREV_PLACEHOLDER.encode()
 
 
 async def do_request(session, url, req, rec, timeout):
-    rec.t_send = time.monotonic()
+    body = req.body
+    if rec.prev is not None:
+        # a stored conversation's turn: after the previous turn's answer,
+        # continuing the last answer of the session that succeeded (none:
+        # an id no engine holds, answered 404)
+        await rec.prev.done.wait()
+        p = rec.prev
+        while p is not None and p.resp_id is None:
+            p = p.prev
+        body = body.replace(PREV, (p.resp_id if p else "resp_none")
+                            .encode(), 1)
     try:
-        async with session.post(url + req.path, data=req.body, headers={
+        await _do_request(session, url, req, body, rec, timeout)
+    finally:
+        if rec.done is not None:
+            rec.done.set()
+
+
+async def _do_request(session, url, req, body, rec, timeout):
+    rec.t_send = time.monotonic()
+    # the first token: the first chunk for chat and completions, the first
+    # delta event for the Responses and Messages APIs (whose streams open
+    # with events sent before any token)
+    api = req.path.endswith(API_PATHS)
+    try:
+        async with session.post(url + req.path, data=body, headers={
                 "Content-Type": "application/json",
                 "Accept": "text/event-stream",
                 "X-Bench-Session": str(req.session),
@@ -797,18 +834,32 @@ async def do_request(session, url, req, rec, timeout):
             ntok = 0
             last = b""
             async for chunk in r.content.iter_any():
-                if rec.t_first is None and chunk.strip():
+                if rec.t_first is None and chunk.strip() and (
+                        not api or b'delta"' in last[-16:] + chunk):
                     rec.t_first = time.monotonic()
+                if api and rec.resp_id is None:
+                    m = _RESP_ID.search(last[-64:] + chunk)
+                    if m:
+                        rec.resp_id = m.group(1).decode()
                 ntok += chunk.count(b'"finish_reason"') + chunk.count(b'{"token"')
                 last = (last + chunk)[-4096:]
             rec.t_done = time.monotonic()
             m = _USAGE.search(last)
+            mr = _USAGE_RESPONSES.search(last) or _USAGE_MESSAGES.search(last)
             if m:
                 rec.prompt = int(m.group(1))
                 rec.out_tokens = int(m.group(2))
                 rec.cached = int(m.group(3))
+            elif mr:
+                rec.prompt = int(mr.group(1))
+                rec.cached = int(mr.group(2))
+                rec.out_tokens = int(mr.group(3))
             else:
                 rec.out_tokens = ntok
+            if r.status != 200:
+                rec.resp_id = None
+                # one error key for every id a store did not hold
+                last = re.sub(rb"resp_[0-9a-f]+", b"resp_*", last)
             if r.status != 200:
                 rec.error = "HTTP %d: %s" % (r.status, last[:200])
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
@@ -841,6 +892,13 @@ async def drive(url, reqs, opts, closed=0):
     closed loop with `closed` workers each taking whole sessions.  `url`
     is one router's address or a list of them (--hosts)."""
     recs = [Rec(i) for i in range(len(reqs))]
+    # a stored conversation's turn waits for its session's previous one
+    last = {}
+    for i, r in enumerate(reqs):
+        if PREV in r.body and r.session in last:
+            recs[i].prev = last[r.session]
+        recs[i].done = asyncio.Event()
+        last[r.session] = recs[i]
     urls = spread(url, reqs, opts)
     engines = set(getattr(opts, "engine_urls", None) or [])
     for rec, u in zip(recs, urls):
@@ -1650,6 +1708,8 @@ def wl_overrides(wlname, opts, n=None, rate=None):
     k = getattr(opts, "scale", 1)
     out = {"n": n or (opts.n or p["n"]) * k,
            "rate": rate or (opts.rate or p["rate"]) * k}
+    if getattr(opts, "shape", None) and "shape" in p:
+        out["shape"] = opts.shape
     for key in SCALE_KEYS.get(wlname, ()):
         out[key] = p[key] * k
     return out
@@ -2207,6 +2267,10 @@ def main(argv=None):
     ap.add_argument("--pa-length", type=int, default=4096)
     ap.add_argument("--pa-threshold", type=int, default=10)
     ap.add_argument("--pa-format", default="auto")
+    ap.add_argument("--shape", choices=workloads.SHAPES, default=None,
+                    help="the API the agentic workload's requests speak: "
+                         "chat, responses, messages, or stored (Responses "
+                         "with previous_response_id); default chat")
     ap.add_argument("--pa-index", default="off",
                     help="index= of the prefix_aware strategy and the base "
                          "of the arms (default off: routing v1, SageMaker's; "

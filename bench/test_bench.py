@@ -828,3 +828,307 @@ class TestHosts(unittest.TestCase):
         # no bypass: no ratio of its own
         self.assertEqual([c.strip() for c in rows[2].split("|")][16], "-")
 
+
+
+# ---------------------------------------------------------------------------
+# the Responses and Anthropic Messages APIs (bench/sim/apis.py)
+
+import apis  # noqa: E402
+
+
+SYS = "You are an agent. " * 20
+TOOL = {"name": "read_file", "description": "Read a file",
+        "parameters": {"type": "object", "required": ["path"]}}
+
+
+class TestApiRender(unittest.TestCase):
+    def test_chat_without_tools_as_before(self):
+        msgs = [{"role": "system", "content": "s"},
+                {"role": "user", "content": [{"type": "text", "text": "u"}]},
+                "not a message"]
+        self.assertEqual(
+            llmsim.chat_template(msgs),
+            "<|begin_of_text|>"
+            "<|start_header_id|>system<|end_header_id|>\n\ns<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nu<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\n<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n")
+
+    def test_one_conversation_one_prompt_in_each_shape(self):
+        chat = json.dumps({
+            "messages": [{"role": "system", "content": SYS},
+                         {"role": "user", "content": "hello"}],
+            "tools": [{"type": "function", "function": TOOL}]}).encode()
+        resp = json.dumps({
+            "input": [{"type": "message", "role": "user",
+                       "content": [{"type": "input_text", "text": "hello"}]}],
+            "instructions": SYS,
+            "tools": [dict(TOOL, type="function")]}).encode()
+        resp_str = json.dumps({"instructions": SYS, "input": "hello",
+                               "tools": [dict(TOOL, type="function")]}).encode()
+        anth = json.dumps({
+            "system": [{"type": "text", "text": SYS,
+                        "cache_control": {"type": "ephemeral"}}],
+            "max_tokens": 5,
+            "tools": [{"name": "read_file", "description": "Read a file",
+                       "input_schema": TOOL["parameters"]}],
+            "messages": [{"role": "user", "content": "hello"}]}).encode()
+        a = llmsim.parse_prompt("/v1/chat/completions", chat)[0]
+        b = llmsim.parse_prompt("/v1/responses", resp)[0]
+        c = llmsim.parse_prompt("/v1/responses", resp_str)[0]
+        d, mt, _, kind, _ = llmsim.parse_prompt("/v1/messages", anth)
+        self.assertEqual(a, b)
+        self.assertEqual(a, c)
+        self.assertEqual(a, d)
+        self.assertEqual((mt, kind), (5, "messages"))
+        # the tools after the system prompt, before the conversation
+        self.assertLess(a.index(b"read_file"), a.index(b"hello"))
+        self.assertLess(a.index(SYS.encode()), a.index(b"read_file"))
+
+    def test_items(self):
+        self.assertEqual(apis.responses_items([
+            {"type": "function_call", "name": "f", "arguments": "{}",
+             "call_id": "c"},
+            {"type": "function_call_output", "call_id": "c", "output": "42"},
+            {"type": "reasoning", "summary": [{"type": "summary_text",
+                                               "text": "why"}]},
+            {"type": "item_reference", "id": "x"}]),
+            [("assistant", "f{}"), ("tool", "42"), ("assistant", "why"),
+             ("", "")])
+        self.assertEqual(apis.anthropic_messages({"messages": [
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t", "name": "f",
+                 "input": {"a": 1}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t",
+                 "content": [{"type": "text", "text": "r"}]}]}]}),
+            [("assistant", 'f{"a":1}'), ("user", "r")])
+
+    def test_bad_bodies(self):
+        for path, body in (("/v1/responses", {"model": "m"}),
+                           ("/v1/responses", {"input": 3}),
+                           ("/v1/responses", {"input": "x",
+                                              "instructions": 1}),
+                           ("/v1/messages", {"messages": []}),
+                           ("/v1/messages", {"max_tokens": 1})):
+            with self.assertRaises(ValueError, msg=repr(body)):
+                llmsim.parse_prompt(path, json.dumps(body).encode())
+
+    def test_previous_response(self):
+        st = apis.Store()
+        st.put("resp_a", {"status": "completed"},
+               [("system", "S"), ("user", "one")])
+        st.finish("resp_a", {"status": "completed"}, "answer")
+        body = json.dumps({"previous_response_id": "resp_a",
+                           "input": "two"}).encode()
+        data = llmsim.parse_prompt("/v1/responses", body, st)[0]
+        first = apis.render([("system", "S"), ("user", "one")])
+        # the stored conversation, its answer, then the new input
+        self.assertTrue(data.startswith(first[:-len(apis.ASSISTANT)]
+                                        .encode()))
+        self.assertIn(b"answer", data)
+        self.assertTrue(data.index(b"answer") < data.index(b"two"))
+        with self.assertRaises(apis.NotFound):
+            llmsim.parse_prompt("/v1/responses", json.dumps(
+                {"previous_response_id": "resp_b", "input": "x"}).encode(),
+                st)
+        # a router's look at the body: no store, the new input only
+        self.assertNotIn(b"answer",
+                         llmsim.parse_prompt("/v1/responses", body)[0])
+
+
+class SimArgs(Args):
+    kv_blocks = 1024
+    max_model_len = 131072
+    stream_interval = 0.0
+    time_scale = 0.01
+
+
+def sse_events(text):
+    return [ln[len("event: "):] for ln in text.split("\n")
+            if ln.startswith("event: ")]
+
+
+class TestApiServer(unittest.TestCase):
+    """Two instances answering the Responses and Messages APIs over
+    HTTP, each with its own store."""
+
+    def run_with(self, fn):
+        from aiohttp.test_utils import TestClient, TestServer
+
+        async def go():
+            insts = [llmsim.Instance(n, 0, SimArgs()) for n in ("a", "b")]
+            tasks = [asyncio.ensure_future(i.run()) for i in insts]
+            clients = []
+            for inst in insts:
+                c = TestClient(TestServer(llmsim.make_app(inst, SimArgs())))
+                await c.start_server()
+                clients.append(c)
+            try:
+                return await fn(*clients)
+            finally:
+                for c in clients:
+                    await c.close()
+                for t in tasks:
+                    t.cancel()
+        return asyncio.run(go())
+
+    def test_responses_store(self):
+        async def fn(a, b):
+            out = {}
+            r = await a.post("/v1/responses", json={
+                "model": "m", "instructions": SYS, "input": "hi",
+                "max_output_tokens": 3})
+            first = await r.json()
+            out["first"] = first
+            r = await a.post("/v1/responses", json={
+                "model": "m", "previous_response_id": first["id"],
+                "input": "more", "max_output_tokens": 3})
+            out["second"] = await r.json()
+            r = await b.post("/v1/responses", json={
+                "previous_response_id": first["id"], "input": "x"})
+            out["other"] = (r.status, await r.json())
+            r = await b.get("/v1/responses/" + first["id"])
+            out["other_get"] = r.status
+            r = await a.get("/v1/responses/" + first["id"])
+            out["get"] = (r.status, await r.json())
+            r = await a.post("/v1/responses/%s/cancel" % first["id"])
+            out["cancel_done"] = r.status
+            r = await a.delete("/v1/responses/" + first["id"])
+            out["delete"] = (r.status, await r.json())
+            r = await a.get("/v1/responses/" + first["id"])
+            out["after_delete"] = r.status
+            r = await a.post("/v1/responses", json={
+                "input": "no store", "store": False, "max_output_tokens": 2})
+            nostore = await r.json()
+            r = await a.get("/v1/responses/" + nostore["id"])
+            out["nostore_get"] = r.status
+            r = await a.post("/v1/responses", json={
+                "input": "bg", "background": True,
+                "max_output_tokens": 4000})
+            bg = await r.json()
+            r = await a.post("/v1/responses/%s/cancel" % bg["id"])
+            out["bg"] = (bg["status"], r.status, (await r.json())["status"])
+            return out
+        out = self.run_with(fn)
+        first, second = out["first"], out["second"]
+        self.assertEqual(first["status"], "completed")
+        self.assertTrue(first["id"].startswith("resp_"))
+        self.assertEqual(first["output"][0]["content"][0]["type"],
+                         "output_text")
+        self.assertEqual(second["previous_response_id"], first["id"])
+        # the stored conversation is the second turn's cached prefix
+        self.assertGreaterEqual(
+            second["usage"]["input_tokens_details"]["cached_tokens"],
+            first["usage"]["input_tokens"] - 16)
+        self.assertGreater(second["usage"]["input_tokens"],
+                           first["usage"]["input_tokens"])
+        self.assertEqual(out["other"][0], 404)
+        self.assertEqual(out["other"][1]["error"]["message"],
+                         "Response with id '%s' not found." % first["id"])
+        self.assertEqual(out["other_get"], 404)
+        self.assertEqual(out["get"][0], 200)
+        self.assertEqual(out["get"][1]["id"], first["id"])
+        self.assertEqual(out["cancel_done"], 400)
+        self.assertEqual(out["delete"], (200, {"id": first["id"],
+                                               "object": "response",
+                                               "deleted": True}))
+        self.assertEqual(out["after_delete"], 404)
+        self.assertEqual(out["nostore_get"], 404)
+        self.assertEqual(out["bg"], ("queued", 200, "cancelled"))
+
+    def test_responses_stream(self):
+        async def fn(a, b):
+            r = await a.post("/v1/responses", json={
+                "input": "hi", "stream": True, "max_output_tokens": 3})
+            return r.headers["Content-Type"], await r.text()
+        ctype, text = self.run_with(fn)
+        self.assertTrue(ctype.startswith("text/event-stream"))
+        self.assertEqual(sse_events(text), [
+            "response.created", "response.in_progress",
+            "response.output_item.added", "response.content_part.added"]
+            + ["response.output_text.delta"] * 3 + [
+            "response.output_text.done", "response.content_part.done",
+            "response.output_item.done", "response.completed"])
+        datas = [json.loads(ln[6:]) for ln in text.split("\n")
+                 if ln.startswith("data: ")]
+        self.assertEqual([d["sequence_number"] for d in datas],
+                         list(range(len(datas))))
+        done = datas[-1]["response"]
+        self.assertEqual(done["status"], "completed")
+        self.assertEqual(done["output"][0]["content"][0]["text"], "".join(
+            d["delta"] for d in datas
+            if d["type"] == "response.output_text.delta"))
+        self.assertEqual(done["id"], datas[0]["response"]["id"])
+
+    def test_messages(self):
+        body = {"model": "m", "system": SYS, "max_tokens": 3,
+                "tools": [{"name": "f", "input_schema": {}}],
+                "messages": [{"role": "user", "content": "hi"}]}
+
+        async def fn(a, b):
+            r = await a.post("/v1/messages", json=body)
+            m = await r.json()
+            r = await a.post("/v1/messages", json=dict(body, stream=True))
+            text = await r.text()
+            r = await a.post("/v1/messages/count_tokens", json=body)
+            ct = await r.json()
+            r = await a.post("/v1/messages", json={"messages": []})
+            bad = (r.status, await r.json())
+            return m, text, ct, bad
+        m, text, ct, bad = self.run_with(fn)
+        self.assertEqual((m["type"], m["role"], m["stop_reason"]),
+                         ("message", "assistant", "max_tokens"))
+        self.assertEqual(m["usage"]["output_tokens"], 3)
+        self.assertEqual(ct["input_tokens"], m["usage"]["input_tokens"])
+        self.assertEqual(sse_events(text), [
+            "message_start", "content_block_start", "ping"]
+            + ["content_block_delta"] * 3 + [
+            "content_block_stop", "message_delta", "message_stop"])
+        self.assertIn('"cache_read_input_tokens":', text)
+        self.assertEqual(bad[0], 400)
+        self.assertEqual(bad[1]["type"], "error")
+
+
+class TestAgenticShapes(unittest.TestCase):
+    def test_same_conversations_in_each_api(self):
+        ws = {sh: workloads.generate("agentic", n=40, shape=sh)
+              for sh in workloads.SHAPES}
+        chat = ws["chat"].requests
+        for sh, w in ws.items():
+            self.assertEqual([(r.t, r.session, r.turn) for r in w.requests],
+                             [(r.t, r.session, r.turn) for r in chat], sh)
+            self.assertEqual({r.path for r in w.requests},
+                             {workloads.SHAPE_PATHS[sh]})
+        for i in (0, 7, 39):
+            a = llmsim.parse_prompt(chat[i].path, chat[i].body)[0]
+            for sh in ("responses", "messages"):
+                r = ws[sh].requests[i]
+                b = llmsim.parse_prompt(r.path, r.body)[0]
+                # system prompt and task alike, tool calls rendered in
+                # each API's own way: within 1 % of the length
+                self.assertEqual(a[:1000], b[:1000])
+                self.assertLess(abs(len(a) - len(b)), len(a) / 100)
+
+    def test_stored_turns_continue_the_last_answer(self):
+        w = workloads.generate("agentic", n=60, shape="stored")
+        seen = set()
+        for r in w.requests:
+            obj = json.loads(r.body)
+            self.assertIs(obj["store"], True)
+            if r.session in seen:
+                self.assertEqual(obj["previous_response_id"],
+                                 workloads.PREV_PLACEHOLDER)
+                self.assertEqual([i["type"] for i in obj["input"]],
+                                 ["function_call_output"])
+                self.assertNotIn("instructions", obj)
+            else:
+                # an agent's first turn sent: its whole history
+                self.assertNotIn("previous_response_id", obj)
+                self.assertIn("instructions", obj)
+                self.assertEqual(len(obj["input"]), 1 + 2 * r.turn)
+            seen.add(r.session)
+
+    def test_unknown_shape(self):
+        with self.assertRaises(ValueError):
+            workloads.generate("agentic", n=5, shape="grpc")

@@ -165,6 +165,8 @@ PARAMS = {
         gap=(2.0, 2.0),          # between two turns: fixed (the model's
                                  # answer) + exponential mean (the tool)
         js_share=0.5,
+        shape="chat",            # chat | responses | messages | stored:
+                                 # the API the agents speak (SHAPES)
     ),
     "lora": dict(
         n=600, rate=16.0, seed=7,
@@ -324,6 +326,54 @@ def chat_body(messages, max_tokens, style, stream=True, tools=None):
         return json.dumps(obj, separators=(",", ":")).encode()
     obj = {"messages": messages, "model": MODEL, **opts}
     return json.dumps(obj).encode()
+
+
+# the agentic workload's request shapes (issue 44): the same conversation
+# as chat completions, as Responses items (store false: the client sends
+# the whole history, as Codex-style clients do), as Anthropic messages, or
+# as a stored Responses conversation (store true: each turn sends only
+# the new tool output and previous_response_id, PREV_PLACEHOLDER, which
+# run.py replaces with the id of the session's last answer)
+SHAPES = ("chat", "responses", "messages", "stored")
+PREV_PLACEHOLDER = "@PREV@"
+SHAPE_PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses",
+               "messages": "/v1/messages", "stored": "/v1/responses"}
+
+
+def _ordered(obj, style, first):
+    """py-style clients send the conversation first, js-style ones the
+    model and options first (compact JSON): both orders are in the runs."""
+    if style == "js":
+        return json.dumps(obj, separators=(",", ":")).encode()
+    head = {k: obj[k] for k in first if k in obj}
+    head.update({k: v for k, v in obj.items() if k not in head})
+    return json.dumps(head).encode()
+
+
+def responses_body(system, items, max_tokens, style, tools=None,
+                   store=False, previous=None):
+    obj = {"model": MODEL, "max_output_tokens": max_tokens, "stream": True,
+           "store": store}
+    if previous:
+        obj["previous_response_id"] = previous
+    elif system is not None:
+        obj["instructions"] = system
+    if tools:
+        obj["tools"] = [dict(t["function"], type="function") for t in tools]
+    obj["input"] = items
+    return _ordered(obj, style, ("input", "instructions"))
+
+
+def messages_body(system, messages, max_tokens, style, tools=None):
+    obj = {"model": MODEL, "max_tokens": max_tokens, "stream": True,
+           "system": system}
+    if tools:
+        obj["tools"] = [{"name": t["function"]["name"],
+                         "description": t["function"]["description"],
+                         "input_schema": t["function"]["parameters"]}
+                        for t in tools]
+    obj["messages"] = messages
+    return _ordered(obj, style, ("messages", "system"))
 
 
 def completion_body(prompt, max_tokens, stream=True):
@@ -621,7 +671,21 @@ def gen_agentic(p):
     BENCH_AGENTIC_TOOLS=app|shared: each request also has "tools" (8
     function tools, about 600 tokens): each app's own, or one set shared
     by all apps (issue 44: tools are part of the chat key); drawn from a
-    random stream of their own, so the rest of the workload is the same."""
+    random stream of their own, so the rest of the workload is the same.
+
+    shape (issue 44): the API the agents speak, the same conversations
+    and arrival times in each (SHAPES): chat completions; Responses items
+    (the task a user message, each tool call a function_call, each result
+    a function_call_output, the system prompt in "instructions"); Anthropic
+    messages (system, tool_use and tool_result blocks); or "stored": a
+    Responses conversation kept by the engine (store true), whose turns
+    after an agent's first sent one carry only the new tool output and
+    previous_response_id (the function call is what the engine answered,
+    in its store: in llmsim, its own generated text)."""
+    shape = p.get("shape", "chat")
+    if shape not in SHAPES:
+        raise ValueError("agentic: shape %r is not one of %s"
+                         % (shape, ", ".join(SHAPES)))
     tools_mode = os.environ.get("BENCH_AGENTIC_TOOLS", "none")
     trng = random.Random(p["seed"] + 7919)
 
@@ -667,23 +731,59 @@ def gen_agentic(p):
                 *p["task_tokens"])))
             msgs = [{"role": "system", "content": systems[k]},
                     {"role": "user", "content": task}]
+            # the same conversation as Responses items and Anthropic
+            # messages
+            items = [{"type": "message", "role": "user", "content": task}]
+            amsgs = [{"role": "user", "content": task}]
+            sent = 0            # turns of this agent sent (stored: the
+                                # first one carries the whole history)
             base = (len(systems[k]) + len(task)) // BYTES_PER_TOKEN
             results = agent_results(rng, p, base)
             t = t0 + rng.uniform(0, p["burst_spread"])
             for turn in range(len(results) + 1):
                 out = rng.randint(*p["call_tokens"])
                 if t >= 0:
-                    reqs.append(Request(t, aid, turn, "/v1/chat/completions",
-                                        chat_body(msgs, out, style,
-                                                  tools=tools[k]),
-                                        "app%d" % k, out, style))
+                    if shape == "chat":
+                        body = chat_body(msgs, out, style, tools=tools[k])
+                    elif shape == "responses":
+                        body = responses_body(systems[k], items, out, style,
+                                              tools[k])
+                    elif shape == "messages":
+                        body = messages_body(systems[k], amsgs, out, style,
+                                             tools[k])
+                    elif sent == 0:
+                        body = responses_body(systems[k], items, out, style,
+                                              tools[k], store=True)
+                    else:
+                        body = responses_body(None, items[-1:], out, style,
+                                              tools[k], store=True,
+                                              previous=PREV_PLACEHOLDER)
+                    reqs.append(Request(t, aid, turn, SHAPE_PATHS[shape],
+                                        body, "app%d" % k, out, style))
+                    sent += 1
                 if turn == len(results):
                     break
-                call = '{"tool": "t%d", "args": "%s"}' % (
-                    rng.randrange(16), text(rng, max(1, out - 12)))
+                tool = rng.randrange(16)
+                args = text(rng, max(1, out - 12))
+                call = '{"tool": "t%d", "args": "%s"}' % (tool, args)
+                result = text(rng, results[turn])
                 msgs = msgs + [
                     {"role": "assistant", "content": call},
-                    {"role": "tool", "content": text(rng, results[turn])}]
+                    {"role": "tool", "content": result}]
+                cid = "call_%d_%d" % (aid, turn)
+                items = items + [
+                    {"type": "function_call", "call_id": cid,
+                     "name": "t%d" % tool,
+                     "arguments": '{"args": "%s"}' % args},
+                    {"type": "function_call_output", "call_id": cid,
+                     "output": result}]
+                amsgs = amsgs + [
+                    {"role": "assistant", "content": [
+                        {"type": "tool_use", "id": cid, "name": "t%d" % tool,
+                         "input": {"args": args}}]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": cid,
+                         "content": result}]}]
                 t += fixed + rng.expovariate(1.0 / think)
             aid += 1
     reqs.sort(key=lambda r: r.t)

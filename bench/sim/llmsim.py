@@ -65,8 +65,16 @@ What is modelled (see docs/benchmarks.md for the calibration and sources):
 Endpoints: POST /v1/chat/completions, POST /v1/completions (SSE with
 "stream": true), POST /invocations (SageMaker; OpenAI chat or completion
 bodies, or {"inputs": ..., "parameters": {...}}, or any other bytes taken
-as the prompt), GET /ping, GET /health, GET /v1/models, GET /metrics,
-POST /admin/reset (clears the cache and the peak gauges when idle).
+as the prompt), POST /v1/responses (OpenAI's Responses API, JSON or its
+SSE events; each instance keeps the responses it made unless "store" is
+false, continues one named by previous_response_id, and answers GET and
+DELETE /v1/responses/{id} and POST /v1/responses/{id}/cancel, 404 for an
+id it did not make, as vLLM with VLLM_ENABLE_RESPONSES_API_STORE=1),
+POST /v1/messages and /v1/messages/count_tokens (Anthropic's Messages API,
+JSON or its SSE events), GET /ping, GET /health, GET /v1/models, GET
+/metrics, POST /admin/reset (clears the cache and the peak gauges when
+idle).  Prompts are rendered as the module's keys read them: the system
+prompt, the tools, then the conversation (bench/sim/apis.py).
 Every response carries "X-Instance: <name>".
 
 Models (--models): each instance serves the base model and its LoRA
@@ -93,6 +101,8 @@ import sys
 import time
 
 from aiohttp import web
+
+import apis
 
 BYTES_PER_TOKEN = 4
 BLOCK_TOKENS = 16
@@ -128,21 +138,11 @@ GPU = {
 LLAMA3_BOS = "<|begin_of_text|>"
 
 
-def chat_template(messages):
-    """Llama-3 chat template, text only."""
-    parts = [LLAMA3_BOS]
-    for m in messages:
-        content = m.get("content", "") if isinstance(m, dict) else ""
-        if isinstance(content, list):           # [{"type":"text","text":...}]
-            content = "".join(c.get("text", "") for c in content
-                              if isinstance(c, dict))
-        if not isinstance(content, str):
-            content = str(content)
-        role = m.get("role", "user") if isinstance(m, dict) else "user"
-        parts.append("<|start_header_id|>%s<|end_header_id|>\n\n%s<|eot_id|>"
-                     % (role, content))
-    parts.append("<|start_header_id|>assistant<|end_header_id|>\n\n")
-    return "".join(parts)
+def chat_template(messages, tools=None):
+    """Llama-3 chat template, text only; the tools (a list) after the
+    system message (bench/sim/apis.py renders the three APIs alike)."""
+    return apis.render(apis.chat_messages(messages),
+                       tools if isinstance(tools, list) else None)
 
 
 def num_tokens(nbytes):
@@ -160,18 +160,34 @@ def block_hashes(data):
     return out
 
 
-def parse_prompt(path, body):
+API_PATHS = ("/v1/responses", "/v1/messages", "/v1/messages/count_tokens")
+
+
+def parse_prompt(path, body, store=None):
     """-> (prompt bytes, max_tokens, stream, kind, include_usage).
 
-    kind: "chat", "completion" or "tgi" (the response format)."""
+    kind: "chat", "completion", "tgi", "responses", "messages" or
+    "count_tokens" (the response format)."""
+    return parse_request(path, body, store)[:5]
+
+
+def parse_request(path, body, store=None):
+    """parse_prompt's tuple and, for the Responses and Anthropic APIs, the
+    parsed request (apis.parse(); store: the instance's apis.Store, for
+    previous_response_id), else None."""
     try:
         obj = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         obj = None
     if not isinstance(obj, dict):
         if path.endswith("/invocations"):
-            return body, 128, False, "tgi", False
+            return body, 128, False, "tgi", False, None
         raise ValueError("body is not a JSON object")
+    if path.endswith(API_PATHS):
+        pr = apis.parse(path, obj, store)
+        max_tokens = max(1, min(int(pr["max_tokens"]), 32768))
+        return (pr["text"].encode("utf-8"), max_tokens, pr["stream"],
+                pr["kind"], False, pr)
     stream = bool(obj.get("stream", False))
     so = obj.get("stream_options") or {}
     include_usage = bool(isinstance(so, dict) and so.get("include_usage"))
@@ -180,7 +196,7 @@ def parse_prompt(path, body):
         msgs = obj["messages"]
         if not isinstance(msgs, list):
             raise ValueError("messages must be a list")
-        text = chat_template(msgs)
+        text = chat_template(msgs, obj.get("tools"))
         kind = "chat"
     elif "prompt" in obj:
         p = obj["prompt"]
@@ -200,7 +216,8 @@ def parse_prompt(path, body):
     if max_tokens is None:
         max_tokens = 128
     max_tokens = max(1, min(int(max_tokens), 32768))
-    return text.encode("utf-8"), max_tokens, stream, kind, include_usage
+    return (text.encode("utf-8"), max_tokens, stream, kind, include_usage,
+            None)
 
 
 def request_model(body):
@@ -349,6 +366,7 @@ class Instance:
         # what GET /v1/models lists: the base model, and the adapters of
         # --models (None: any model name is accepted)
         self.models = None
+        self.store = apis.Store()  # Responses API: this instance's own
         # a peer router's view of the request it is handing over (the
         # front sets it just before calling this instance's handler, which
         # submits without yielding in between): submit() gives it the Seq
@@ -687,14 +705,28 @@ def make_app(inst, args):
     async def _generate(request):
         hdr = {"X-Instance": inst.name}
         body = await request.read()
+        api = request.path.endswith(API_PATHS)
         try:
-            data, max_tokens, stream, kind, include_usage = parse_prompt(
-                request.path, body)
+            data, max_tokens, stream, kind, include_usage, parsed = \
+                parse_request(request.path, body, inst.store)
+        except apis.NotFound as e:
+            # previous_response_id of another instance, as vLLM answers
+            inst.m["refused"] += 1
+            return web.json_response(apis.not_found(e.args[0]), status=404,
+                                     headers=hdr)
         except (ValueError, TypeError) as e:
             inst.m["refused"] += 1
+            if api:
+                return web.json_response(
+                    apis.anthropic_error(str(e))
+                    if "/v1/messages" in request.path
+                    else apis.openai_error(str(e)), status=400, headers=hdr)
             return web.json_response(
                 {"object": "error", "message": str(e), "type": "BadRequestError",
                  "code": 400}, status=400, headers=hdr)
+        if kind == "count_tokens":
+            return web.json_response(
+                {"input_tokens": num_tokens(len(data))}, headers=hdr)
         if inst.models is not None:
             model = request_model(body)
             if model is not None and model not in inst.models:
@@ -715,6 +747,8 @@ def make_app(inst, args):
                 {"object": "error", "message": "prompt too long",
                  "type": "BadRequestError", "code": 400}, status=400, headers=hdr)
         seq = inst.submit(data, max_tokens)
+        if parsed is not None:
+            return await serve_api(request, inst, args, seq, parsed, hdr)
         rid = "%s-%s-%d" % (kind, inst.name, seq.rid)
         created = int(time.time())
         model = MODEL["name"]
@@ -824,17 +858,165 @@ def make_app(inst, args):
     app.router.add_get("/v1/models", models)
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/admin/reset", reset)
+    store_app(app, inst)
     return app
 
 
 def serving_app(ping, generate):
-    """An application with /ping and the three generation endpoints."""
+    """An application with /ping and the generation endpoints."""
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_get("/ping", ping)
-    for path in ("/v1/chat/completions", "/v1/completions", "/invocations"):
+    for path in ("/v1/chat/completions", "/v1/completions", "/invocations",
+                 "/v1/responses", "/v1/messages",
+                 "/v1/messages/count_tokens"):
         app.router.add_post(path, generate)
     app["generate"] = generate
     return app
+
+
+async def serve_api(request, inst, args, seq, parsed, hdr):
+    """A Responses or Anthropic Messages answer for seq, JSON or SSE; a
+    Responses answer is kept in the instance's store unless "store" is
+    false, and with "background" answered at once (status queued) while
+    it runs."""
+    responses = parsed["kind"] == "responses"
+    shape = (apis.ResponsesShape(MODEL["name"], parsed) if responses
+             else apis.MessagesShape(MODEL["name"]))
+    stored = responses and parsed["store"]
+    if stored:
+        inst.store.put(shape.id, shape.obj("in_progress"), parsed["msgs"],
+                       seq)
+
+    def usage():
+        return shape.usage(seq.prompt_len, seq.cached, seq.generated)
+
+    def text():
+        return "".join(token_text(i) for i in range(seq.generated))
+
+    def final():
+        """-> the finished answer object; stores it."""
+        if responses:
+            e = inst.store.items.get(shape.id) if stored else None
+            if e is not None and e["obj"]["status"] == "cancelled":
+                return e["obj"]
+            o = shape.obj("failed" if seq.aborted else "completed", text(),
+                          usage())
+            if stored:
+                inst.store.finish(shape.id, o, text())
+            return o
+        return shape.obj(text(), usage())
+
+    async def wait_done():
+        while not seq.done:
+            await seq.event.wait()
+            seq.event.clear()
+
+    def too_large():
+        msg = "request does not fit in the KV cache"
+        if stored:
+            inst.store.items.pop(shape.id, None)
+        return web.json_response(
+            apis.openai_error(msg) if responses else apis.anthropic_error(msg),
+            status=400, headers=hdr)
+
+    try:
+        if responses and parsed["background"] and stored:
+            async def finish_later():
+                await wait_done()
+                final()
+            asyncio.ensure_future(finish_later())
+            return web.json_response(shape.obj("queued"), headers=hdr)
+        if not parsed["stream"]:
+            await wait_done()
+            if seq.aborted and not seq.generated:
+                return too_large()
+            return web.json_response(final(), headers=hdr)
+
+        resp = web.StreamResponse(status=200, headers=hdr)
+        resp.content_type = "text/event-stream"
+        resp.headers["Cache-Control"] = "no-cache"
+        await resp.prepare(request)
+        await resp.write((shape.head() if responses
+                          else shape.head(seq.prompt_len)).encode())
+        sent = 0
+        loop = asyncio.get_running_loop()
+        interval = args.stream_interval
+        last = 0.0
+        while True:
+            await seq.event.wait()
+            seq.event.clear()
+            if seq.aborted and not seq.generated:
+                break
+            if sent and not seq.done and interval > 0:
+                wait = last + interval - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            n = seq.pending
+            seq.pending = 0
+            if n:
+                await resp.write("".join(
+                    shape.delta(token_text(i))
+                    for i in range(sent, sent + n)).encode())
+                sent += n
+                last = loop.time()
+            if seq.done:
+                break
+        if responses:
+            o = final()
+            await resp.write(shape.tail(text(), o["usage"]).encode())
+        else:
+            await resp.write(shape.tail(text(), usage()).encode())
+        await resp.write_eof()
+        return resp
+    except (asyncio.CancelledError, ConnectionResetError):
+        inst.abort(seq)
+        if stored:
+            inst.store.finish(shape.id, shape.obj("cancelled"), "")
+        raise
+
+
+def store_app(app, inst):
+    """GET and DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel:
+    this instance's stored responses; 404 for any other id."""
+    hdr = {"X-Instance": inst.name}
+
+    def missing(rid):
+        return web.json_response(apis.not_found(rid), status=404,
+                                 headers=hdr)
+
+    async def get(request):
+        rid = request.match_info["rid"]
+        if rid not in inst.store:
+            return missing(rid)
+        return web.json_response(inst.store.get(rid)["obj"], headers=hdr)
+
+    async def delete(request):
+        rid = request.match_info["rid"]
+        if rid not in inst.store:
+            return missing(rid)
+        inst.store.delete(rid)
+        return web.json_response({"id": rid, "object": "response",
+                                  "deleted": True}, headers=hdr)
+
+    async def cancel(request):
+        rid = request.match_info["rid"]
+        if rid not in inst.store:
+            return missing(rid)
+        e = inst.store.get(rid)
+        if e["obj"]["status"] not in ("queued", "in_progress"):
+            return web.json_response(
+                apis.openai_error("Cannot cancel a synchronous response."),
+                status=400, headers=hdr)
+        if e["seq"] is not None:
+            inst.abort(e["seq"])
+            e["seq"].event.set()
+        o = dict(e["obj"], status="cancelled")
+        inst.store.finish(rid, o, "")
+        return web.json_response(o, headers=hdr)
+
+    app.router.add_get("/v1/responses/{rid}", get)
+    app.router.add_delete("/v1/responses/{rid}", delete)
+    app.router.add_post("/v1/responses/{rid}/cancel", cancel)
 
 
 # ---------------------------------------------------------------------------
