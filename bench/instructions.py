@@ -6,7 +6,10 @@ One nginx proxy (master_process off, one process) runs under valgrind
 server blocks).  A client sends a fixed stream of POSTs on one keepalive
 connection: BODIES rotating bodies of SIZE bytes (raw to /invocations or
 OpenAI chat JSON to /v1/chat/completions) that differ in their first
-bytes.  The proxy is run twice per arm, with N and 2N requests: the
+bytes (--kind responses: the same conversation as a Responses body to
+/v1/responses, instructions and input items; --kind messages: as an
+Anthropic Messages body to /v1/messages, system and messages).  The
+proxy is run twice per arm, with N and 2N requests: the
 difference of the two totals over N is the cost of a request, free of
 start-up and exit.  Arms: round robin (nginx's own), prefix_aware
 index=off, prefix_aware (the default), or any directive given.  With
@@ -15,7 +18,8 @@ are locked: callgrind_annotate on the kept files tells what runs between
 ngx_rwlock_wlock and the unlock, e.g. the inclusive cost of
 ngx_http_prefix_aware_index_choose, made under the lock before).
 
-    /usr/bin/python3 bench/instructions.py [--size 4096] [--kind raw|json]
+    /usr/bin/python3 bench/instructions.py [--size 4096]
+        [--kind raw|json|responses|messages]
         [--requests 2000] [--arm rr] [--arm off] [--arm default]
         [--module objs/ngx_http_prefix_aware_module.so] [--keep DIR]
 
@@ -83,6 +87,25 @@ http {
 }
 """
 
+# the same conversation (a long system prompt, then "hello") in each API
+SHAPES = {
+    "json": ('{"messages": [{"role": "system", "content": "',
+             '"}, {"role": "user", "content": "hello"}], '
+             '"model": "m", "max_tokens": 1}'),
+    "responses": ('{"model": "m", "instructions": "',
+                  '", "input": [{"role": "user", "content": "hello"}], '
+                  '"max_output_tokens": 1, "store": false}'),
+    "messages": ('{"model": "m", "max_tokens": 1, "system": "',
+                 '", "messages": [{"role": "user", "content": "hello"}]}'),
+}
+
+PATHS = {
+    "json": "/v1/chat/completions",
+    "responses": "/v1/responses",
+    "messages": "/v1/messages",
+}
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -109,10 +132,9 @@ def bodies(kind, size, n):
     out = []
     for i in range(n):
         head = "tenant-%04d " % i
-        if kind == "json":
-            pre = '{"messages": [{"role": "system", "content": "' + head
-            post = ('"}, {"role": "user", "content": "hello"}], '
-                    '"model": "m", "max_tokens": 1}')
+        if kind in SHAPES:
+            pre, post = SHAPES[kind]
+            pre = pre + head
             out.append((pre + filler[:size - len(pre) - len(post)]
                         + post).encode())
         else:
@@ -121,7 +143,7 @@ def bodies(kind, size, n):
 
 
 def send(port, kind, body_list, count):
-    path = "/v1/chat/completions" if kind == "json" else "/invocations"
+    path = PATHS.get(kind, "/invocations")
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     bad = 0
     for i in range(count):
@@ -179,7 +201,8 @@ def total(path):
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=4096)
-    ap.add_argument("--kind", default="raw", choices=("raw", "json"))
+    ap.add_argument("--kind", default="raw",
+                    choices=("raw", "json", "responses", "messages"))
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--bodies", type=int, default=1000)
     ap.add_argument("--arm", action="append",
