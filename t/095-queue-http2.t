@@ -66,8 +66,9 @@ sub curl_bg {
     die "fork: $!\n" unless defined $pid;
     if ($pid == 0) {
         open STDOUT, '>', $file or POSIX::_exit(1);
-        exec 'curl', '-s', '--http2-prior-knowledge', '-o', '/dev/null',
-             '-w', '%{http_code} %{http_version}', "http://127.0.0.1:$listen$path";
+        { exec 'curl', '-s', '--http2-prior-knowledge', '-o', '/dev/null',
+               '-w', '%{http_code} %{http_version}',
+               "http://127.0.0.1:$listen$path" };
         POSIX::_exit(1);
     }
     return $pid;
