@@ -10,7 +10,9 @@
 # - 100 stored conversations of 10 turns at once, then a retrieve of
 #   every answer: through the module's default every turn and retrieve
 #   succeeds (issue 44 item 4: a stored response's follow-ups go to its
-#   server), and through round robin, some break (a measurement: printed).
+#   server), and through round robin, some break (a measurement: printed);
+#   then the same through two nginx hosts in prefix_aware_sync, each
+#   conversation's turns and the retrieves alternating between them.
 #
 # The engines run at --time-scale 0.01 (a hundred times faster than the
 # modelled GPU), so the suite takes about half a minute.
@@ -185,9 +187,52 @@ is $answered, 1000, 'round robin: every turn answered, 200 or 404';
 cmp_ok $b->{broken} // 0, '>', 0,
     'round robin: stored conversations break (the engines\' own stores)';
 
-my @bad = grep { /\[(alert|crit|emerg)\]/ } $ng->log;
-is scalar(@bad), 0, 'no alert, crit or emerg in the error log'
-    or diag join "\n", @bad[0 .. ($#bad < 4 ? $#bad : 4)];
+# --- two nginx hosts in sync: turns alternate between them ---------------
 
-$ng->stop;
+# a client behind an L4 balancer reaches either host: an id host A learned
+# must route host B's follow-up (the ids travel in prefix_aware_sync's
+# datagrams as soon as they are learned)
+
+my %sp = (a => free_port(), b => free_port());
+my $key = 'the hosts share this secret';
+my $peers = "peer=127.0.0.1:$sp{a} peer=127.0.0.1:$sp{b}";
+my %host;
+
+for my $h (qw(a b)) {
+    $host{$h} = PrefixAware::Scenario->new(name => "clients-$h",
+                                           workers => 2);
+    my $port = $host{$h}->port;
+    $host{$h}->start(<<"_EOC_");
+    upstream pa {
+        prefix_aware;
+        prefix_aware_sync 127.0.0.1:$sp{$h} "key=$key" $peers;
+$servers    }
+
+    server {
+        listen 127.0.0.1:$port;
+        client_max_body_size 16m;
+        location / {
+            proxy_pass http://pa;
+            proxy_http_version 1.1;
+            proxy_buffering off;
+        }
+    }
+_EOC_
+}
+
+my $two = client('stored', 'http://127.0.0.1:' . $host{a}->port, 100, 10,
+                 'http://127.0.0.1:' . $host{b}->port);
+report('two hosts in sync', $two);
+is $two->{turns_ok}, 1000,
+    'two hosts in sync, turns alternating: every turn succeeds';
+ok $two->{retrieves} && $two->{retrieves_ok} == $two->{retrieves},
+    'two hosts in sync: every retrieve, alternating, succeeds';
+
+for my $x ($ng, $host{a}, $host{b}) {
+    my @bad = grep { /\[(alert|crit|emerg)\]/ } $x->log;
+    is scalar(@bad), 0, 'no alert, crit or emerg in the error log'
+        or diag join "\n", @bad[0 .. ($#bad < 4 ? $#bad : 4)];
+    $x->stop;
+}
+
 done_testing;

@@ -8,9 +8,12 @@
 //   node e2e.mjs messages BASE_URL      messages.create, messages.stream and
 //                                       messages.countTokens, with a system
 //                                       prompt and tools
-//   node e2e.mjs stored BASE_URL N T    N stored conversations of T turns at
+//   node e2e.mjs stored BASE_URL N T [BASE_URL2]
+//                                       N stored conversations of T turns at
 //                                       once, then a retrieve of each turn's
-//                                       response
+//                                       response; with a second URL (another
+//                                       nginx host, in sync), turns and
+//                                       retrieves alternate between the two
 //
 // Each prints one JSON line: what it saw. No retries (maxRetries 0): a
 // request that fails is counted, not hidden.
@@ -181,7 +184,13 @@ async function messages() {
     return out;
 }
 
-async function stored(n, turns) {
+async function stored(n, turns, base2) {
+    // one client per host: turn t of a conversation goes to host t % 2
+    const hosts = [openai];
+    if (base2) {
+        hosts.push(new OpenAI({ baseURL: base2 + '/v1', apiKey: 'sk-test',
+                                maxRetries: 0, timeout: 60000 }));
+    }
     const res = { conversations: n, turns: n * turns, turns_ok: 0,
                   retrieves: 0, retrieves_ok: 0, broken: 0, errors: {},
                   retrieve_errors: {} };
@@ -203,7 +212,8 @@ async function stored(n, turns) {
             if (prev) body.previous_response_id = prev;
             else body.instructions = SYSTEM;
             try {
-                const r = await openai.responses.create(body);
+                const r = await hosts[(k + t) % hosts.length]
+                    .responses.create(body);
                 res.turns_ok++;
                 prev = r.id;
                 ids.push(r.id);
@@ -220,10 +230,11 @@ async function stored(n, turns) {
     let next = 0;
     const getter = async () => {
         while (next < ids.length) {
-            const id = ids[next++];
+            const i = next++;
+            const id = ids[i];
             res.retrieves++;
             try {
-                const r = await openai.responses.retrieve(id);
+                const r = await hosts[i % hosts.length].responses.retrieve(id);
                 if (r.id === id) res.retrieves_ok++;
             } catch (e) {
                 count(e, res.retrieve_errors);
@@ -239,7 +250,8 @@ try {
     if (mode === 'responses') result = await responses();
     else if (mode === 'messages') result = await messages();
     else if (mode === 'stored')
-        result = await stored(Number(rest[0] || 100), Number(rest[1] || 10));
+        result = await stored(Number(rest[0] || 100), Number(rest[1] || 10),
+                              rest[2]);
     else throw new Error('usage: e2e.mjs responses|messages|stored URL');
 } catch (e) {
     result = { fatal: errName(e), message: String(e && e.message) };
