@@ -29,13 +29,9 @@ static void ngx_http_prefix_aware_count(ngx_http_prefix_aware_peer_data_t *pd,
     pa_pick_t *pick);
 
 static ngx_int_t ngx_http_prefix_aware_postconf(ngx_conf_t *cf);
-static ngx_int_t ngx_http_prefix_aware_body_filter(ngx_http_request_t *r,
-    ngx_chain_t *in);
 static void *ngx_http_prefix_aware_create_main_conf(ngx_conf_t *cf);
 static void *ngx_http_prefix_aware_create_srv_conf(ngx_conf_t *cf);
 static char *ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf);
-static char *ngx_http_prefix_aware_status(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 
 
@@ -105,8 +101,6 @@ ngx_module_t  ngx_http_prefix_aware_module = {
 
 
 static ngx_uint_t  ngx_http_prefix_aware_rotate;
-
-static ngx_http_output_body_filter_pt  ngx_http_prefix_aware_next_body_filter;
 
 
 static ngx_int_t
@@ -689,42 +683,9 @@ ngx_http_prefix_aware_postconf(ngx_conf_t *cf)
         return NGX_OK;
     }
 
-    /* the first bytes of a response take its prefill off the server */
-
-    ngx_http_prefix_aware_next_body_filter = ngx_http_top_body_filter;
-    ngx_http_top_body_filter = ngx_http_prefix_aware_body_filter;
+    ngx_http_prefix_aware_filter_init();
 
     return ngx_http_prefix_aware_zone_add(cf, pamcf);
-}
-
-
-static ngx_int_t
-ngx_http_prefix_aware_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
-{
-    uint64_t                            id;
-    ngx_http_prefix_aware_peer_data_t  *pd;
-
-    pd = ngx_http_get_module_ctx(r, ngx_http_prefix_aware_module);
-
-    if (pd != NULL && pd->prefill) {
-        ngx_http_prefix_aware_feedback_first_byte(pd, in);
-    }
-
-    if (pd != NULL && pd->feedback) {
-        ngx_http_prefix_aware_feedback_body(r, pd, in);
-    }
-
-    /* a stored response's id learned: the other hosts are told */
-
-    if (pd != NULL && pd->learn) {
-        id = ngx_http_prefix_aware_state_body(r, pd, in);
-
-        if (id && pd->conf->sync) {
-            ngx_http_prefix_aware_sync_state(pd->conf, pd->learn_server, id);
-        }
-    }
-
-    return ngx_http_prefix_aware_next_body_filter(r, in);
 }
 
 
@@ -937,16 +898,3 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     return NGX_CONF_OK;
 }
-
-
-static char *
-ngx_http_prefix_aware_status(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
-{
-    ngx_http_core_loc_conf_t  *clcf;
-
-    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
-    clcf->handler = ngx_http_prefix_aware_status_handler;
-
-    return NGX_CONF_OK;
-}
-

@@ -1037,6 +1037,9 @@ void ngx_http_prefix_aware_work_add(ngx_http_prefix_aware_peer_data_t *pd,
 void ngx_http_prefix_aware_work_uncached(
     ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t server);
 
+/* filter.c: the answers as they pass */
+void ngx_http_prefix_aware_filter_init(void);
+
 /* ngx_http_prefix_aware_zone.c */
 ngx_int_t ngx_http_prefix_aware_zone_add(ngx_conf_t *cf,
     ngx_http_prefix_aware_main_conf_t *pamcf);
@@ -1098,6 +1101,8 @@ ngx_int_t ngx_http_prefix_aware_ring_init(ngx_conf_t *cf,
 
 /* ngx_http_prefix_aware_status.c */
 ngx_int_t ngx_http_prefix_aware_status_handler(ngx_http_request_t *r);
+char *ngx_http_prefix_aware_status(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 
 /* ngx_http_prefix_aware_strategy.c */
 ngx_int_t ngx_http_prefix_aware_strategy_param(ngx_conf_t *cf,

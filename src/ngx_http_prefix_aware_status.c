@@ -59,6 +59,20 @@ static ngx_http_prefix_aware_metric_t  ngx_http_prefix_aware_up_metrics[] = {
 static ngx_str_t  ngx_http_prefix_aware_accept = ngx_string("Accept");
 
 
+/* prefix_aware_status: the location answers with the status page */
+
+char *
+ngx_http_prefix_aware_status(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_core_loc_conf_t  *clcf;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_prefix_aware_status_handler;
+
+    return NGX_CONF_OK;
+}
+
+
 ngx_int_t
 ngx_http_prefix_aware_status_handler(ngx_http_request_t *r)
 {
