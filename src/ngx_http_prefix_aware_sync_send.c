@@ -131,9 +131,17 @@ ngx_http_prefix_aware_sync_state(ngx_http_prefix_aware_srv_conf_t *pacf,
         (void) ngx_http_prefix_aware_sync_seal(sy);
     }
 
-    if (!sy->flush.posted) {
-        ngx_post_event(&sy->flush, &ngx_posted_events);
+    /*
+     * sent at once, not at the end of this cycle of events: the id leaves
+     * before the answer that holds it is written to the client, which
+     * may send its follow-up to another host
+     */
+
+    if (sy->flush.posted) {
+        ngx_delete_posted_event(&sy->flush);
     }
+
+    ngx_http_prefix_aware_sync_flush(&sy->flush);
 }
 
 

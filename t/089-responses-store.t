@@ -189,6 +189,7 @@ $servers    }
     }
 
     upstream dead {
+        zone dead 64k;      # its server's failure seen by both workers
         prefix_aware;
         server 127.0.0.1:$port{split};
         server 127.0.0.1:$port{b1};
