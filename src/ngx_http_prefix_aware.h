@@ -179,6 +179,7 @@ enum {
     NGX_HTTP_PA_SYNC_FULL,
     NGX_HTTP_PA_SYNC_BUSY,
     NGX_HTTP_PA_SYNC_MALFORMED,
+    NGX_HTTP_PA_SYNC_DRAINED,
     NGX_HTTP_PA_SYNC_N
 };
 
@@ -903,6 +904,8 @@ ngx_int_t ngx_http_prefix_aware_state_init(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf);
 void ngx_http_prefix_aware_state_start(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd);
+void ngx_http_prefix_aware_state_lookup(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t last);
 ngx_int_t ngx_http_prefix_aware_state_find(
     ngx_http_prefix_aware_peer_data_t *pd, pa_pick_t *pick);
 void ngx_http_prefix_aware_state_taken(ngx_http_prefix_aware_peer_data_t *pd,
@@ -966,6 +969,8 @@ void ngx_http_prefix_aware_sync_prometheus_socket(
 void ngx_http_prefix_aware_sync_servers(ngx_http_prefix_aware_sync_t *sy);
 uint64_t ngx_http_prefix_aware_sync_wall(void);
 void ngx_http_prefix_aware_sync_receive(ngx_connection_t *c);
+void ngx_http_prefix_aware_sync_drain(ngx_http_prefix_aware_sync_t *sy,
+    ngx_log_t *log);
 void ngx_http_prefix_aware_sync_quiet(ngx_http_prefix_aware_sync_t *sy);
 void ngx_http_prefix_aware_sync_json(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_http_prefix_aware_writer_t *w);

@@ -185,16 +185,13 @@ void
 ngx_http_prefix_aware_state_start(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd)
 {
-    size_t                              len;
-    const u_char                       *id;
-    ngx_http_prefix_aware_state_shm_t  *sh;
+    size_t         len;
+    const u_char  *id;
 
     if (pd->conf->state == NULL || pd->conf->state->sh == NULL) {
         pd->state_id = 0;
         return;
     }
-
-    sh = pd->conf->state->sh;
 
     if (r->method == NGX_HTTP_POST && ngx_http_prefix_aware_state_learns(r)) {
         pd->learn = 1;
@@ -207,6 +204,24 @@ ngx_http_prefix_aware_state_start(ngx_http_request_t *r,
         return;
     }
 
+    ngx_http_prefix_aware_state_lookup(r, pd, pd->conf->sync == NULL);
+}
+
+
+/*
+ * the server of the response the request names; not found, counted
+ * "unknown" if this is the last look (with prefix_aware_sync, the entry
+ * looks again once the datagrams waiting are read)
+ */
+
+void
+ngx_http_prefix_aware_state_lookup(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t last)
+{
+    ngx_http_prefix_aware_state_shm_t  *sh;
+
+    sh = pd->conf->state->sh;
+
     ngx_rwlock_rlock(&sh->lock);
     pd->state_server = pa_store_get(sh->table, pd->state_id);
     ngx_rwlock_unlock(&sh->lock);
@@ -215,7 +230,7 @@ ngx_http_prefix_aware_state_start(ngx_http_request_t *r,
                    "prefix_aware state: response %016uxL on %016uxL",
                    pd->state_id, pd->state_server);
 
-    if (pd->state_server == 0) {
+    if (pd->state_server == 0 && last) {
         ngx_atomic_fetch_add(&sh->unknown, 1);
     }
 }

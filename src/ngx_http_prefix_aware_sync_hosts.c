@@ -28,12 +28,18 @@
 /* refusals are logged at most once in this many ms an upstream */
 #define NGX_HTTP_PREFIX_AWARE_SYNC_LOG_MS    10000
 
+/* at most this many datagrams read at once for a request (drain) */
+#define NGX_HTTP_PREFIX_AWARE_SYNC_DRAIN     64
+
 /* a lock held this long (ms) by the same taking is of a lost holder */
 #define NGX_HTTP_PREFIX_AWARE_SYNC_LOCK_MS   1000
 
 
+static void ngx_http_prefix_aware_sync_take(ngx_http_prefix_aware_sync_t *sy,
+    u_char *p, size_t len, ngx_log_t *log, ngx_str_t *addr);
 static void ngx_http_prefix_aware_sync_refused(
-    ngx_http_prefix_aware_sync_t *sy, ngx_connection_t *c, int rc);
+    ngx_http_prefix_aware_sync_t *sy, ngx_log_t *log, ngx_str_t *addr,
+    int rc);
 static void ngx_http_prefix_aware_sync_states(
     ngx_http_prefix_aware_sync_t *sy, pa_sync_msg_t *m);
 static void ngx_http_prefix_aware_sync_records(
@@ -136,73 +142,22 @@ ngx_http_prefix_aware_sync_wall(void)
 }
 
 
-/*
- * a datagram from a peer, read by whichever worker the kernel woke: the
- * tag first (no lock), then under the lock of the table of hosts whether
- * it is fresh and new, and a load report taken; records go to the index,
- * which has locks of its own
- */
+/* a datagram from a peer, read by whichever worker the kernel woke */
 
 void
 ngx_http_prefix_aware_sync_receive(ngx_connection_t *c)
 {
-    int                                    rc;
-    unsigned                               slot;
-    ngx_buf_t                             *b;
-    ngx_pool_t                            *pool;
-    pa_sync_msg_t                          m;
-    ngx_http_prefix_aware_sync_t          *sy;
-    ngx_http_prefix_aware_shm_upstream_t  *up;
+    ngx_buf_t                     *b;
+    ngx_pool_t                    *pool;
+    ngx_http_prefix_aware_sync_t  *sy;
 
     sy = c->listening->servers;
-    up = sy->pacf->shm;
     b = c->buffer;
 
-    if (up == NULL || b == NULL) {
-        goto done;
+    if (b != NULL) {
+        ngx_http_prefix_aware_sync_take(sy, b->pos, b->last - b->pos, c->log,
+                                        &c->addr_text);
     }
-
-    rc = pa_sync_open(&m, b->pos, b->last - b->pos, &sy->key, sy->upstream);
-
-    if (rc != PA_SYNC_OK) {
-        ngx_http_prefix_aware_sync_refused(sy, c, rc);
-        goto done;
-    }
-
-    if (m.sender == up->sync_id) {
-        goto done;                              /* this host's own */
-    }
-
-    if (ngx_http_prefix_aware_sync_lock(up) != NGX_OK) {
-        ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_REFUSED], 1);
-        ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_BUSY], 1);
-        goto done;
-    }
-
-    rc = pa_sync_admit(up->sync_peer, NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS, &m,
-                       ngx_http_prefix_aware_sync_wall(), sy->skew, &slot);
-
-    if (rc == PA_SYNC_OK && m.type == PA_SYNC_LOAD) {
-        ngx_http_prefix_aware_sync_load(sy, &m, slot);
-    }
-
-    ngx_http_prefix_aware_sync_unlock(up);
-
-    if (rc != PA_SYNC_OK) {
-        ngx_http_prefix_aware_sync_refused(sy, c, rc);
-        goto done;
-    }
-
-    ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_RECEIVED], 1);
-
-    if (m.type == PA_SYNC_RECORDS) {
-        ngx_http_prefix_aware_sync_records(sy, &m);
-
-    } else if (m.type == PA_SYNC_STATE) {
-        ngx_http_prefix_aware_sync_states(sy, &m);
-    }
-
-done:
 
     /* as the stream module closes a UDP session: its count too */
 
@@ -217,6 +172,126 @@ done:
 
 
 /*
+ * the datagrams waiting on the socket, read now by this worker: before a
+ * request that names a stored response not known here goes by its key,
+ * as another host that learned the response sends its id before it
+ * writes the answer, so the id is most often in this socket already when
+ * the follow-up arrives, but the worker the kernel woke for it may be
+ * busy; at most NGX_HTTP_PREFIX_AWARE_SYNC_DRAIN, so that a flood does
+ * not hold the request; whoever was woken for them finds nothing (EAGAIN)
+ */
+
+void
+ngx_http_prefix_aware_sync_drain(ngx_http_prefix_aware_sync_t *sy,
+    ngx_log_t *log)
+{
+    ssize_t          n;
+    ngx_uint_t       i;
+    ngx_str_t        addr;
+    ngx_sockaddr_t   sa;
+    socklen_t        socklen;
+    u_char           text[NGX_SOCKADDR_STRLEN];
+
+    /* one byte more than a datagram can have: a longer one is refused */
+    static u_char    buf[PA_SYNC_MTU + 1];
+
+    if (sy->listen_fd == (ngx_socket_t) -1) {
+        return;
+    }
+
+    for (i = 0; i < NGX_HTTP_PREFIX_AWARE_SYNC_DRAIN; i++) {
+        socklen = sizeof(ngx_sockaddr_t);
+
+        n = recvfrom(sy->listen_fd, buf, sizeof(buf), 0, &sa.sockaddr,
+                     &socklen);
+
+        if (n == -1) {
+            if (ngx_socket_errno != NGX_EAGAIN
+                && ngx_socket_errno != NGX_EINTR)
+            {
+                ngx_log_error(NGX_LOG_INFO, log, ngx_socket_errno,
+                              "prefix_aware_sync: recvfrom() failed");
+            }
+
+            return;
+        }
+
+        ngx_atomic_fetch_add(&sy->pacf->shm->sync_count[
+                                            NGX_HTTP_PA_SYNC_DRAINED], 1);
+
+        addr.data = text;
+        addr.len = ngx_sock_ntop(&sa.sockaddr, socklen, text,
+                                 NGX_SOCKADDR_STRLEN, 1);
+
+        ngx_http_prefix_aware_sync_take(sy, buf, (size_t) n, log, &addr);
+    }
+}
+
+
+/*
+ * a datagram: the tag first (no lock), then under the lock of the table
+ * of hosts whether it is fresh and new, and a load report taken; records
+ * go to the index, which has locks of its own
+ */
+
+static void
+ngx_http_prefix_aware_sync_take(ngx_http_prefix_aware_sync_t *sy, u_char *p,
+    size_t len, ngx_log_t *log, ngx_str_t *addr)
+{
+    int                                    rc;
+    unsigned                               slot;
+    pa_sync_msg_t                          m;
+    ngx_http_prefix_aware_shm_upstream_t  *up;
+
+    up = sy->pacf->shm;
+
+    if (up == NULL) {
+        return;
+    }
+
+    rc = pa_sync_open(&m, p, len, &sy->key, sy->upstream);
+
+    if (rc != PA_SYNC_OK) {
+        ngx_http_prefix_aware_sync_refused(sy, log, addr, rc);
+        return;
+    }
+
+    if (m.sender == up->sync_id) {
+        return;                                 /* this host's own */
+    }
+
+    if (ngx_http_prefix_aware_sync_lock(up) != NGX_OK) {
+        ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_REFUSED], 1);
+        ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_BUSY], 1);
+        return;
+    }
+
+    rc = pa_sync_admit(up->sync_peer, NGX_HTTP_PREFIX_AWARE_SYNC_HOSTS, &m,
+                       ngx_http_prefix_aware_sync_wall(), sy->skew, &slot);
+
+    if (rc == PA_SYNC_OK && m.type == PA_SYNC_LOAD) {
+        ngx_http_prefix_aware_sync_load(sy, &m, slot);
+    }
+
+    ngx_http_prefix_aware_sync_unlock(up);
+
+    if (rc != PA_SYNC_OK) {
+        ngx_http_prefix_aware_sync_refused(sy, log, addr, rc);
+        return;
+    }
+
+    ngx_atomic_fetch_add(&up->sync_count[NGX_HTTP_PA_SYNC_RECEIVED], 1);
+
+    if (m.type == PA_SYNC_RECORDS) {
+        ngx_http_prefix_aware_sync_records(sy, &m);
+
+    } else if (m.type == PA_SYNC_STATE) {
+        ngx_http_prefix_aware_sync_states(sy, &m);
+    }
+}
+
+
+/*
  * a datagram not taken: counted by why, and logged at most once in 10 s
  * an upstream and a reason (by whichever worker's turn it is), with how
  * many were refused for it since the last message: an attack that starts
@@ -225,7 +300,7 @@ done:
 
 static void
 ngx_http_prefix_aware_sync_refused(ngx_http_prefix_aware_sync_t *sy,
-    ngx_connection_t *c, int rc)
+    ngx_log_t *log, ngx_str_t *addr, int rc)
 {
     ngx_uint_t                             k;
     ngx_msec_t                             now;
@@ -271,11 +346,11 @@ ngx_http_prefix_aware_sync_refused(ngx_http_prefix_aware_sync_t *sy,
     more = up->sync_unlogged[rc];
     (void) ngx_atomic_fetch_add(&up->sync_unlogged[rc], -more);
 
-    ngx_log_error(NGX_LOG_WARN, c->log, 0,
+    ngx_log_error(NGX_LOG_WARN, log, 0,
                   "prefix_aware_sync of upstream \"%V\": a datagram from %V "
                   "refused: %s; %uA more refused for it since the last "
                   "message (one in %d s at most)",
-                  &sy->pacf->upstream->host, &c->addr_text,
+                  &sy->pacf->upstream->host, addr,
                   pa_sync_error(rc), more,
                   NGX_HTTP_PREFIX_AWARE_SYNC_LOG_MS / 1000);
 }
@@ -614,7 +689,7 @@ ngx_http_prefix_aware_sync_json(ngx_http_prefix_aware_srv_conf_t *pacf,
         "\"refused\": %uA, \"replayed\": %uA, \"stale\": %uA, "
         "\"full\": %uA, \"busy\": %uA, \"malformed\": %uA, "
         "\"records\": %uA, \"loads\": %uA, "
-        "\"dropped\": %uA, \"unknown\": %uA },\n",
+        "\"dropped\": %uA, \"unknown\": %uA, \"drained\": %uA },\n",
         &sy->listen.name, sy->peers.nelts, hosts, senders, sy->interval,
         sy->skew,
         sy->load == NGX_HTTP_PREFIX_AWARE_SYNC_LOAD_ALL ? "on"
@@ -625,7 +700,8 @@ ngx_http_prefix_aware_sync_json(ngx_http_prefix_aware_srv_conf_t *pacf,
         n[NGX_HTTP_PA_SYNC_FULL], n[NGX_HTTP_PA_SYNC_BUSY],
         n[NGX_HTTP_PA_SYNC_MALFORMED],
         n[NGX_HTTP_PA_SYNC_RECORDS], n[NGX_HTTP_PA_SYNC_LOADS],
-        n[NGX_HTTP_PA_SYNC_DROPPED], n[NGX_HTTP_PA_SYNC_UNKNOWN]);
+        n[NGX_HTTP_PA_SYNC_DROPPED], n[NGX_HTTP_PA_SYNC_UNKNOWN],
+        n[NGX_HTTP_PA_SYNC_DRAINED]);
 }
 
 
@@ -654,7 +730,7 @@ ngx_http_prefix_aware_sync_json_server(ngx_http_prefix_aware_srv_conf_t *pacf,
 static const char  *ngx_http_prefix_aware_sync_names[] = {
     "sent", "send_error", "received", "refused", "record", "load",
     "dropped", "unknown_server", "replayed", "stale", "full", "busy",
-    "malformed"
+    "malformed", "drained"
 };
 
 
@@ -684,7 +760,8 @@ ngx_http_prefix_aware_sync_prometheus(
     ngx_http_prefix_aware_family(w, "sync_datagrams_total", "counter",
         "Datagrams of prefix_aware_sync by what became of them (sent, "
         "received, refused; of the refused: replayed, stale, full, busy), "
-        "and entries (record, load, unknown_server, malformed)");
+        "entries (record, load, unknown_server, malformed), and datagrams "
+        "read for a request (drained)");
 
     for (i = 0; i < pamcf->upstreams.nelts; i++) {
         c = pacf[i];
