@@ -11,7 +11,15 @@ For each arm and seed: each quiet tenant's (tenant1..7) TTFT P50 and P90
 (model seconds, answered requests) as a ratio to its own in the baseline
 run of the same seed, the worst and the median of the seven; the noisy
 tenant's P50/P90; the requests answered 429/503 by tenant class.  Then the
-medians (and ranges) over the seeds.  Prints Markdown.
+medians (and ranges) over the seeds.
+
+Then, per arm and seed, what the issue's fairness criterion asks: Jain's
+index (sum x)^2 / (n sum x^2) over the 8 tenants of the prefill served
+(prompt tokens not cached, counted at each answer's first token) while
+every tenant had a request pending (sent, no first token yet; the share
+of the run that window covers is printed), and where the quiet tenants'
+time went: in the module's queue (the trace's "queued", from
+$prefix_aware_wait) and after it (TTFT less that).  Prints Markdown.
 """
 
 import collections
@@ -47,6 +55,67 @@ def load(path):
         else:
             other[g] += 1
     return by, shed, other
+
+
+def jain(xs):
+    sq = sum(x * x for x in xs)
+    return sum(xs) ** 2 / (len(xs) * sq) if sq else float("nan")
+
+
+def fairness(path, tenants=8):
+    """Jain's index of prefill served while every tenant had a request
+    pending, and that window's share of the run."""
+    ev = []
+    reqs = []
+    for line in open(path):
+        r = json.loads(line)
+        if r["status"] != 200 or r["ttft"] is None or r["wait"] is None:
+            continue
+        send = r["t"] + r["wait"]
+        first = send + r["ttft"]
+        work = max((r["prompt"] or 0) - (r["cached"] or 0), 0)
+        ev.append((send, 1, r["group"]))
+        ev.append((first, -1, r["group"]))
+        reqs.append((first, r["group"], work))
+    ev.sort(key=lambda e: (e[0], e[1]))
+    pending = collections.Counter()
+    wins = []
+    start = None
+    for t, d, g in ev:
+        pending[g] += d
+        full = sum(1 for v in pending.values() if v > 0) == tenants
+        if full and start is None:
+            start = t
+        elif not full and start is not None:
+            wins.append((start, t))
+            start = None
+    if not ev:
+        return float("nan"), 0.0
+    span = ev[-1][0] - ev[0][0]
+    served = collections.Counter()
+    for first, g, work in reqs:
+        if any(a <= first <= b for a, b in wins):
+            served[g] += work
+    share = sum(b - a for a, b in wins) / span if span else 0.0
+    xs = [served["tenant%d" % k] for k in range(tenants)]
+    return jain(xs), share
+
+
+def split(path):
+    """The quiet tenants' time in the module's queue and after it: P50 and
+    P90 of each, model seconds (None where the trace has no "queued")."""
+    q, e = [], []
+    for line in open(path):
+        r = json.loads(line)
+        if (r["group"] == "tenant0" or r["status"] != 200
+                or r["ttft"] is None):
+            continue
+        w = r.get("queued")
+        if w is None:
+            return None
+        q.append(w)
+        e.append(r["ttft"] - w)
+    return pct(q, 50), pct(q, 90), pct(e, 50), pct(e, 90)
 
 
 def runs(d, wl):
@@ -119,7 +188,20 @@ def main():
                       statistics.median(pct(bby[t], 90) for t in quiet),
                       sum(len(v) for v in bby.values()),
                       sum(bshed.values()), sum(bother.values())))
-    print("\n".join(lines + bl))
+    fl = ["", "Fairness and the quiet tenants' time (see the top of "
+          "bench/noisy_report.py):", "",
+          "| arm | seed | Jain's index, prefill served while all 8 pending "
+          "| that window's share of the run | quiet: in the queue P50 / "
+          "P90 s | quiet: after the queue P50 / P90 s |",
+          "|---|---|---|---|---|---|"]
+    for (arm, seed), p in sorted(runs(main_dir, "noisy").items()):
+        j, share = fairness(p)
+        sp = split(p)
+        fl.append("| %s | %d | %.3f | %.0f %% | %s | %s |" % (
+            arm, seed, j, 100 * share,
+            "%.3f / %.3f" % sp[:2] if sp else "-",
+            "%.3f / %.3f" % sp[2:] if sp else "-"))
+    print("\n".join(lines + bl + fl))
 
 
 if __name__ == "__main__":

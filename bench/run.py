@@ -327,7 +327,9 @@ http {
                       "\n            add_header X-Prefix-Aware-Route "
                       "$prefix_aware_route;"
                       "\n            add_header X-Prefix-Aware-Depth "
-                      "$prefix_aware_depth;" if module else "",
+                      "$prefix_aware_depth;"
+                      "\n            add_header X-Prefix-Aware-Wait "
+                      "$prefix_aware_wait;" if module else "",
            status="        location = /prefix-aware-status { prefix_aware_status; }"
            if module else ""))
     return "\n".join(lines)
@@ -759,7 +761,8 @@ async def pa_routes(session, url):
 class Rec:
     __slots__ = ("idx", "t_sched", "t_send", "t_first", "t_done", "status",
                  "instance", "out_tokens", "cached", "prompt", "error", "arm",
-                 "route", "depth", "routed", "resp_id", "prev", "done")
+                 "route", "depth", "routed", "resp_id", "prev", "done",
+                 "queued")
 
     def __init__(self, idx):
         self.idx = idx
@@ -773,6 +776,7 @@ class Rec:
         self.arm = None
         self.route = None
         self.depth = None
+        self.queued = None      # ms in the module's queue ($prefix_aware_wait)
         self.routed = True      # False: sent past the routers (--bypass)
         self.resp_id = None     # a Responses answer's id (stored shape)
         self.prev = None        # the Rec whose answer this one continues
@@ -831,6 +835,7 @@ async def _do_request(session, url, req, body, rec, timeout):
             rec.arm = r.headers.get("X-Prefix-Aware-Strategy")
             rec.route = r.headers.get("X-Prefix-Aware-Route")
             rec.depth = r.headers.get("X-Prefix-Aware-Depth")
+            rec.queued = r.headers.get("X-Prefix-Aware-Wait")
             ntok = 0
             last = b""
             async for chunk in r.content.iter_any():
@@ -1133,6 +1138,8 @@ def write_trace(outdir, strategy, wl, reqs, recs, t0, opts):
                 group=q.group, instance=r.instance, status=r.status,
                 prompt=r.prompt, cached=r.cached, route=r.route,
                 depth=r.depth, arm=r.arm,
+                queued=float(r.queued) / 1000 / scale
+                if r.queued not in (None, "", "-") else None,
                 ttft=(r.t_first - r.t_send) / scale
                 if r.t_first and r.t_send else None,
                 wait=(r.t_send - t0) / scale - q.t if r.t_send else None))

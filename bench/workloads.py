@@ -150,6 +150,13 @@ PARAMS = {
         tenants=8, noisy=1.0, system_tokens=3000,
         user_tokens=(100, 200), output_tokens=(200, 400), js_share=0.5,
     ),
+    # the quiet tenants alone, tenant 0 silent: what isolation could give
+    # them at their own load (run at noisy's rate x 7 / 11 and n x 7 / 11)
+    "noisy_quiet": dict(
+        n=900, rate=16.0, seed=9,
+        tenants=8, noisy=0.0, system_tokens=3000,
+        user_tokens=(100, 200), output_tokens=(200, 400), js_share=0.5,
+    ),
     "agentic": dict(
         n=400, rate=1.0, seed=8,
         apps=4,                  # system prompts (tool schemas), shared
@@ -200,6 +207,8 @@ DESCRIPTIONS = {
              "(issue 45; group = tenant)",
     "noisy_equal": "the noisy tenant's baseline: the same 8 tenants at one "
                    "rate",
+    "noisy_quiet": "the noisy tenant's quiet tenants alone (tenant 0 "
+                   "silent): their TTFT with perfect isolation",
     "agentic": "tool-calling agents: 4 apps' tool prompts of 2000-4000 "
                "tokens, each agent's history growing by tool results of "
                "1000-8000 tokens to 64k-128k tokens over 5-30 turns, "
@@ -636,6 +645,8 @@ def gen_noisy(p):
     total = sum(share)
     reqs = []
     for i in range(k):
+        if share[i] <= 0:
+            continue
         n = max(1, int(round(p["n"] * share[i] / total)))
         rate = p["rate"] * share[i] / total
         for j, t in enumerate(poisson_times(rng, n, rate)):
@@ -846,7 +857,7 @@ def gen_lora(p):
 GENERATORS = {"rag": gen_rag, "chat": gen_chat, "templated": gen_templated,
               "code": gen_code, "short": gen_short, "tenants": gen_tenants,
               "lora": gen_lora, "agentic": gen_agentic, "noisy": gen_noisy,
-              "noisy_equal": gen_noisy}
+              "noisy_equal": gen_noisy, "noisy_quiet": gen_noisy}
 # the workloads of make bench; "noisy" (issue 45's noisy tenant) runs by
 # name only (bench/noisy.py)
 NAMES = [w for w in GENERATORS if not w.startswith("noisy")]
