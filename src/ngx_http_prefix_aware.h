@@ -653,6 +653,7 @@ struct ngx_http_prefix_aware_models_s {
 
 struct ngx_http_prefix_aware_queue_s {
     ngx_uint_t                             size;      /* queue=, 0: off */
+    ngx_uint_t                             nwords;    /* of a place's set */
     ngx_uint_t                             off;
     ngx_msec_t                             timeout;
     ngx_msec_t                             poll;
@@ -673,6 +674,8 @@ struct ngx_http_prefix_aware_queue_s {
     ngx_uint_t                             nwaiters;
     ngx_http_prefix_aware_wait_t         **of;
     uintptr_t                             *tried;
+    uint32_t                              *room;      /* by server */
+    ngx_uint_t                             cap;       /* of both */
     ngx_event_t                            look;
     ngx_uint_t                             started;
 };
@@ -1063,6 +1066,8 @@ ngx_int_t ngx_http_prefix_aware_resolve_peer(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd);
 ngx_int_t ngx_http_prefix_aware_resolve_current(
     ngx_http_prefix_aware_peer_data_t *pd, ngx_log_t *log);
+void ngx_http_prefix_aware_resolve_update(
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_log_t *log);
 ngx_uint_t ngx_http_prefix_aware_resolve_stale(
     ngx_http_prefix_aware_srv_conf_t *pacf);
 void ngx_http_prefix_aware_resolve_refresh(

@@ -34,6 +34,12 @@
 
 static ngx_int_t ngx_http_prefix_aware_queue_start(
     ngx_http_prefix_aware_queue_t *qu);
+static ngx_int_t ngx_http_prefix_aware_queue_scratch(
+    ngx_http_prefix_aware_queue_t *qu);
+static void ngx_http_prefix_aware_queue_fill(
+    ngx_http_prefix_aware_peer_data_t *pd, uint32_t *room);
+static void ngx_http_prefix_aware_queue_mask(
+    ngx_http_prefix_aware_peer_data_t *pd, uint32_t slot);
 static ngx_int_t ngx_http_prefix_aware_queue_room(
     ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t first);
 static ngx_uint_t ngx_http_prefix_aware_queue_engine_full(
@@ -74,8 +80,6 @@ static ngx_str_t  ngx_http_prefix_aware_queue_why[] = {
 static ngx_int_t
 ngx_http_prefix_aware_queue_start(ngx_http_prefix_aware_queue_t *qu)
 {
-    size_t  n;
-
     if (qu->started) {
         return NGX_OK;
     }
@@ -83,10 +87,9 @@ ngx_http_prefix_aware_queue_start(ngx_http_prefix_aware_queue_t *qu)
     qu->of = ngx_pcalloc(ngx_cycle->pool,
                          qu->size * sizeof(ngx_http_prefix_aware_wait_t *));
 
-    n = qu->pacf->nservers / (8 * sizeof(uintptr_t)) + 1;
-    qu->tried = ngx_pcalloc(ngx_cycle->pool, n * sizeof(uintptr_t));
-
-    if (qu->of == NULL || qu->tried == NULL) {
+    if (qu->of == NULL
+        || ngx_http_prefix_aware_queue_scratch(qu) != NGX_OK)
+    {
         return NGX_ERROR;
     }
 
@@ -100,6 +103,107 @@ ngx_http_prefix_aware_queue_start(ngx_http_prefix_aware_queue_t *qu)
     qu->started = 1;
 
     return NGX_OK;
+}
+
+
+/*
+ * the scratch of a look for the servers of the configuration, or of the
+ * current view with "resolve" (its number changes: made again, twice as
+ * large, when it grows past)
+ */
+
+static ngx_int_t
+ngx_http_prefix_aware_queue_scratch(ngx_http_prefix_aware_queue_t *qu)
+{
+    size_t      n;
+    ngx_uint_t  cap;
+
+    if (qu->pacf->nservers <= qu->cap && qu->room) {
+        return NGX_OK;
+    }
+
+    cap = ngx_max(qu->pacf->nservers, ngx_max(2 * qu->cap, 64));
+    n = cap / (8 * sizeof(uintptr_t)) + 1;
+
+    qu->tried = ngx_pcalloc(ngx_cycle->pool, n * sizeof(uintptr_t));
+    qu->room = ngx_pcalloc(ngx_cycle->pool, cap * sizeof(uint32_t));
+
+    if (qu->tried == NULL || qu->room == NULL) {
+        qu->room = NULL;
+        return NGX_ERROR;
+    }
+
+    qu->cap = cap;
+
+    return NGX_OK;
+}
+
+
+/*
+ * each server's places below its bounds, of all the servers (whatever
+ * the request's model), into "room"
+ */
+
+static void
+ngx_http_prefix_aware_queue_fill(ngx_http_prefix_aware_peer_data_t *pd,
+    uint32_t *room)
+{
+    uint64_t                           inflight;
+    uintptr_t                         *set;
+    ngx_uint_t                         j;
+    ngx_http_prefix_aware_srv_conf_t  *pacf;
+
+    pacf = pd->conf;
+    set = pd->set;
+    pd->set = NULL;
+
+    for (j = 0; j < pacf->nservers; j++) {
+        room[j] = 0;
+
+        if (ngx_http_prefix_aware_probe(pd, (uint32_t) j, &inflight)
+            != PA_SERVER_USABLE
+            || inflight >= pacf->threshold
+            || ngx_http_prefix_aware_queue_engine_full(pacf,
+                                                       pacf->shm_server[j]))
+        {
+            continue;
+        }
+
+        room[j] = (uint32_t) (pacf->threshold - inflight);
+    }
+
+    pd->set = set;
+}
+
+
+/* the servers of the request's model set in its place (none: all) */
+
+static void
+ngx_http_prefix_aware_queue_mask(ngx_http_prefix_aware_peer_data_t *pd,
+    uint32_t slot)
+{
+    uint64_t                        mask[PA_QUEUE_MAX_WORDS];
+    ngx_uint_t                      j, nw, bits;
+    ngx_http_prefix_aware_queue_t  *qu;
+
+    qu = pd->conf->queue;
+    nw = qu->q.head->nwords;
+
+    if (nw == 0 || pd->set == NULL) {
+        return;
+    }
+
+    ngx_memzero(mask, nw * sizeof(uint64_t));
+
+    bits = 8 * sizeof(uintptr_t);
+
+    for (j = 0; j < pd->conf->nservers && j < nw * 64; j++) {
+        if (pd->set[j / bits] & ((uintptr_t) 1 << (j % bits))) {
+            mask[j / 64] |= (uint64_t) 1 << (j % 64);
+        }
+    }
+
+    pa_queue_set_mask(&qu->q, slot, mask);
 }
 
 
@@ -181,9 +285,10 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd)
 {
     int32_t                         slot, priority;
+    uint32_t                        out[NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH];
     uint64_t                        flow, cost;
     ngx_int_t                       room;
-    ngx_uint_t                      rank;
+    ngx_uint_t                      n;
     ngx_pool_cleanup_t             *cln;
     ngx_http_variable_value_t      *vv;
     ngx_http_prefix_aware_wait_t   *w;
@@ -263,12 +368,21 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
         return ngx_http_prefix_aware_queue_shed(r, qu, PA_QUEUE_FULL, 0);
     }
 
-    /* others wait: it goes at once only among as many first as have room */
+    ngx_http_prefix_aware_queue_mask(pd, (uint32_t) slot);
+
+    /*
+     * others wait: it goes at once only if a free place of its servers is
+     * left to it when the free places go, in order, to those that wait
+     * and may use them
+     */
 
     if (room > 0) {
-        rank = pa_queue_rank(&qu->q, (uint32_t) slot);
+        ngx_http_prefix_aware_queue_fill(pd, qu->room);
 
-        if (rank < (ngx_uint_t) room) {
+        n = pa_queue_pick(&qu->q, qu->room, (uint32_t) pd->conf->nservers,
+                          NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH, slot, out);
+
+        if (n && out[n - 1] == (uint32_t) slot) {
             pa_queue_leave(&qu->q, (uint32_t) slot, PA_QUEUE_RELEASED,
                            ngx_current_msec);
             ngx_shmtx_unlock(&qu->shpool->mutex);
@@ -381,6 +495,14 @@ ngx_http_prefix_aware_queue_resume(ngx_http_request_t *r,
 
     pd->now = ngx_time();
 
+    /* "resolve": the view may have changed while it waited */
+
+    if (ngx_http_prefix_aware_resolve_current(pd, r->connection->log)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
     ngx_shmtx_lock(&qu->shpool->mutex);
 
     if (qu->q.slots[w->slot].seq == w->seq) {
@@ -442,7 +564,6 @@ ngx_http_prefix_aware_queue_look(ngx_event_t *ev)
     uint32_t                            top[NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH];
     uint32_t                            slot[NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH];
     uint64_t                            seq[NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH];
-    ngx_int_t                           room;
     ngx_uint_t                          i, n, k;
     ngx_msec_t                          now;
     ngx_http_prefix_aware_wait_t       *w;
@@ -450,6 +571,14 @@ ngx_http_prefix_aware_queue_look(ngx_event_t *ev)
 
     if (qu->nwaiters == 0) {
         return;
+    }
+
+    /* "resolve": the servers of the current view */
+
+    ngx_http_prefix_aware_resolve_update(qu->pacf, ev->log);
+
+    if (ngx_http_prefix_aware_queue_scratch(qu) != NGX_OK) {
+        goto again;
     }
 
     ngx_memzero(&pd, sizeof(ngx_http_prefix_aware_peer_data_t));
@@ -460,27 +589,23 @@ ngx_http_prefix_aware_queue_look(ngx_event_t *ev)
     now = ngx_current_msec;
     k = 0;
 
+    ngx_http_prefix_aware_queue_fill(&pd, qu->room);
+
     ngx_shmtx_lock(&qu->shpool->mutex);
 
     ngx_http_prefix_aware_queue_reap_locked(qu, ev->log, now);
 
-    room = ngx_http_prefix_aware_queue_room(&pd, 0);
+    n = pa_queue_pick(&qu->q, qu->room, (uint32_t) qu->pacf->nservers,
+                      NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH, -1, top);
 
-    if (room > 0) {
-        n = pa_queue_top(&qu->q,
-                         (uint32_t) ngx_min(room,
-                                          NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH),
-                         top);
+    for (i = 0; i < n; i++) {
+        w = qu->of[top[i]];
 
-        for (i = 0; i < n; i++) {
-            w = qu->of[top[i]];
-
-            if (w && w->seq == qu->q.slots[top[i]].seq
-                && w->state == NGX_HTTP_PREFIX_AWARE_WAITING)
-            {
-                slot[k] = top[i];
-                seq[k++] = w->seq;
-            }
+        if (w && w->seq == qu->q.slots[top[i]].seq
+            && w->state == NGX_HTTP_PREFIX_AWARE_WAITING)
+        {
+            slot[k] = top[i];
+            seq[k++] = w->seq;
         }
     }
 
@@ -496,6 +621,8 @@ ngx_http_prefix_aware_queue_look(ngx_event_t *ev)
             ngx_http_prefix_aware_queue_release(w);
         }
     }
+
+again:
 
     if (qu->nwaiters && !ev->timer_set) {
         ngx_add_timer(ev, qu->poll);
