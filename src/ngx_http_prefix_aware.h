@@ -1095,6 +1095,18 @@ ngx_int_t ngx_http_prefix_aware_queue_resume(ngx_http_request_t *r,
 void ngx_http_prefix_aware_queue_kick(ngx_http_prefix_aware_srv_conf_t *pacf);
 void ngx_http_prefix_aware_queue_reap(ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_log_t *log);
+
+/* ngx_http_prefix_aware_queue_room.c */
+ngx_int_t ngx_http_prefix_aware_queue_scratch(
+    ngx_http_prefix_aware_queue_t *qu);
+void ngx_http_prefix_aware_queue_fill(ngx_http_prefix_aware_peer_data_t *pd,
+    uint32_t *room);
+void ngx_http_prefix_aware_queue_mask(ngx_http_prefix_aware_peer_data_t *pd,
+    uint32_t slot);
+ngx_int_t ngx_http_prefix_aware_queue_room(
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t first);
+uint64_t ngx_http_prefix_aware_queue_uncached(
+    ngx_http_prefix_aware_peer_data_t *pd);
 ngx_msec_t ngx_http_prefix_aware_queue_waited(
     ngx_http_prefix_aware_peer_data_t *pd);
 uint64_t ngx_http_prefix_aware_queue_flow(ngx_http_request_t *r,
