@@ -1087,7 +1087,7 @@ ngx_uint_t ngx_http_prefix_aware_resolve_busy(
 ngx_int_t ngx_http_prefix_aware_queue_param(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value);
 ngx_int_t ngx_http_prefix_aware_queue_init(ngx_conf_t *cf,
-    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t resolve);
+    ngx_http_prefix_aware_srv_conf_t *pacf);
 ngx_int_t ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd);
 ngx_int_t ngx_http_prefix_aware_queue_resume(ngx_http_request_t *r,

@@ -195,7 +195,7 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
      * and may use them
      */
 
-    if (room > 0) {
+    if (room > 0 && ngx_http_prefix_aware_queue_scratch(qu) == NGX_OK) {
         ngx_http_prefix_aware_queue_fill(pd, qu->room);
 
         n = pa_queue_pick(&qu->q, qu->room, (uint32_t) pd->conf->nservers,

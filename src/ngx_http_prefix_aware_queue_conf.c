@@ -178,7 +178,7 @@ ngx_http_prefix_aware_queue_var(ngx_conf_t *cf, ngx_str_t *value,
 
 ngx_int_t
 ngx_http_prefix_aware_queue_init(ngx_conf_t *cf,
-    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t resolve)
+    ngx_http_prefix_aware_srv_conf_t *pacf)
 {
     size_t                          size;
     ngx_shm_zone_t                 *shm_zone;
@@ -207,16 +207,10 @@ ngx_http_prefix_aware_queue_init(ngx_conf_t *cf,
         return NGX_ERROR;
     }
 
-    if (resolve) {
-        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                      "prefix_aware: queue= does not support "
-                      "\"server ... resolve\" in upstream \"%V\"",
-                      &pacf->upstream->host);
-        return NGX_ERROR;
-    }
-
     /*
-     * with model sets, each place has the bits of the servers it may use;
+     * with model sets, each place has the bits of the servers it may use
+     * ("server ... resolve" has none: every place may use every server of
+     * the worker's current view, counted at each look);
      * a page more a word, so that another number of words is another
      * size, another zone (a reload's new workers do not take the old one)
      */
