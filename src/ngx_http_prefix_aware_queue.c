@@ -17,8 +17,11 @@
  * is a table in a zone of the upstream (src/pa_queue.c) that every
  * worker reads under the zone's lock: each worker with requests waiting
  * looks every queue_poll= (and at once when one of its own requests
- * frees a server) at the places below the bounds, and releases those of
- * its requests that are among as many first of the whole table.
+ * frees a server) at the places below the bounds of each server, gives
+ * them in the order to the waiting requests of the whole table that may
+ * use them (their model sets, pa_queue_pick()), and releases those of
+ * its own requests that got one.  With "server ... resolve" the servers
+ * are those of the worker's current view, brought up to date first.
  */
 
 
