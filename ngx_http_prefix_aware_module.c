@@ -108,7 +108,6 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     ngx_http_upstream_srv_conf_t *us)
 {
     ngx_int_t                            rc;
-    ngx_uint_t                           resolve;
     ngx_http_upstream_rr_peers_t        *peers;
     ngx_http_prefix_aware_srv_conf_t    *pacf, **pp;
     ngx_http_prefix_aware_main_conf_t   *pamcf;
@@ -135,7 +134,6 @@ ngx_http_prefix_aware_init_upstream(ngx_conf_t *cf,
     /* "server ... resolve": the ring is made in each worker, at run time */
 
     rc = ngx_http_prefix_aware_resolve_init(cf, pacf);
-    resolve = (rc != NGX_DECLINED);
 
     if (rc != NGX_DECLINED) {
         if (rc != NGX_OK) {
@@ -177,7 +175,7 @@ done:
         return NGX_ERROR;
     }
 
-    if (ngx_http_prefix_aware_queue_init(cf, pacf, resolve) != NGX_OK) {
+    if (ngx_http_prefix_aware_queue_init(cf, pacf) != NGX_OK) {
         return NGX_ERROR;
     }
 

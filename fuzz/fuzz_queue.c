@@ -122,20 +122,64 @@ fuzz_check(pa_queue_t *q)
 }
 
 
+/*
+ * the free places of 7 servers (bit j of "free": one on server j) go in
+ * order to places that may use one: each taken may, at most one each,
+ * in order, no more than the free places, each taking one
+ */
+
+static void
+fuzz_pick(pa_queue_t *q, unsigned char free, unsigned char k)
+{
+    uint32_t  i, j, n, total, room[7], out[NSLOTS];
+
+    total = 0;
+
+    for (j = 0; j < 7; j++) {
+        room[j] = (free >> j) & 1;
+        total += room[j];
+    }
+
+    n = pa_queue_pick(q, room, 7, k % (NSLOTS + 1), -1, out);
+
+    if (n > total || n > k % (NSLOTS + 1)) {
+        abort();
+    }
+
+    for (i = 0; i < n; i++) {
+        if (q->slots[out[i]].seq == 0
+            || (i && !pa_queue_before(&q->slots[out[i - 1]],
+                                      &q->slots[out[i]]))
+            || (q->masks[out[i]] & free) == 0)
+        {
+            abort();
+        }
+    }
+
+    for (j = 0, total = 0; j < 7; j++) {
+        total += room[j];
+    }
+
+    if (total + n != (uint32_t) __builtin_popcount(free & 0x7f)) {
+        abort();
+    }
+}
+
+
 int
 LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     size_t            i;
     int32_t           prio, s;
     uint32_t          top[NSLOTS];
-    uint64_t          now, before;
+    uint64_t          now, before, mask;
     pa_queue_t        q;
     unsigned char    *mem;
     pa_queue_head_t  *h;
 
-    mem = calloc(1, pa_queue_size(NSLOTS));
-    if (mem == NULL || pa_queue_attach(&q, mem, pa_queue_size(NSLOTS),
-                                       NSLOTS) != 0)
+    mem = calloc(1, pa_queue_size(NSLOTS, 1));
+    if (mem == NULL || pa_queue_attach(&q, mem, pa_queue_size(NSLOTS, 1),
+                                       NSLOTS, 1) != 0)
     {
         abort();
     }
@@ -156,6 +200,11 @@ LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 
             if (s < 0 && h->waiting < NSLOTS) {
                 abort();
+            }
+
+            if (s >= 0 && (data[i + 2] & 0x80)) {
+                mask = data[i + 2] & 0x7f;
+                pa_queue_set_mask(&q, (uint32_t) s, &mask);
             }
 
             break;
@@ -180,6 +229,8 @@ LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             break;
 
         case 3:
+            fuzz_pick(&q, data[i + 1], data[i + 2]);
+
             if (pa_queue_top(&q, 1, top) == 1) {
                 pa_queue_leave(&q, top[0], PA_QUEUE_RELEASED, now);
             }

@@ -653,6 +653,7 @@ struct ngx_http_prefix_aware_models_s {
 
 struct ngx_http_prefix_aware_queue_s {
     ngx_uint_t                             size;      /* queue=, 0: off */
+    ngx_uint_t                             nwords;    /* of a place's set */
     ngx_uint_t                             off;
     ngx_msec_t                             timeout;
     ngx_msec_t                             poll;
@@ -673,6 +674,8 @@ struct ngx_http_prefix_aware_queue_s {
     ngx_uint_t                             nwaiters;
     ngx_http_prefix_aware_wait_t         **of;
     uintptr_t                             *tried;
+    uint32_t                              *room;      /* by server */
+    ngx_uint_t                             cap;       /* of both */
     ngx_event_t                            look;
     ngx_uint_t                             started;
 };
@@ -1063,6 +1066,8 @@ ngx_int_t ngx_http_prefix_aware_resolve_peer(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd);
 ngx_int_t ngx_http_prefix_aware_resolve_current(
     ngx_http_prefix_aware_peer_data_t *pd, ngx_log_t *log);
+void ngx_http_prefix_aware_resolve_update(
+    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_log_t *log);
 ngx_uint_t ngx_http_prefix_aware_resolve_stale(
     ngx_http_prefix_aware_srv_conf_t *pacf);
 void ngx_http_prefix_aware_resolve_refresh(
@@ -1082,7 +1087,7 @@ ngx_uint_t ngx_http_prefix_aware_resolve_busy(
 ngx_int_t ngx_http_prefix_aware_queue_param(ngx_conf_t *cf,
     ngx_http_prefix_aware_srv_conf_t *pacf, ngx_str_t *value);
 ngx_int_t ngx_http_prefix_aware_queue_init(ngx_conf_t *cf,
-    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t resolve);
+    ngx_http_prefix_aware_srv_conf_t *pacf);
 ngx_int_t ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd);
 ngx_int_t ngx_http_prefix_aware_queue_resume(ngx_http_request_t *r,
@@ -1090,6 +1095,18 @@ ngx_int_t ngx_http_prefix_aware_queue_resume(ngx_http_request_t *r,
 void ngx_http_prefix_aware_queue_kick(ngx_http_prefix_aware_srv_conf_t *pacf);
 void ngx_http_prefix_aware_queue_reap(ngx_http_prefix_aware_main_conf_t *pamcf,
     ngx_log_t *log);
+
+/* ngx_http_prefix_aware_queue_room.c */
+ngx_int_t ngx_http_prefix_aware_queue_scratch(
+    ngx_http_prefix_aware_queue_t *qu);
+void ngx_http_prefix_aware_queue_fill(ngx_http_prefix_aware_peer_data_t *pd,
+    uint32_t *room);
+void ngx_http_prefix_aware_queue_mask(ngx_http_prefix_aware_peer_data_t *pd,
+    uint32_t slot);
+ngx_int_t ngx_http_prefix_aware_queue_room(
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t first);
+uint64_t ngx_http_prefix_aware_queue_uncached(
+    ngx_http_prefix_aware_peer_data_t *pd);
 ngx_msec_t ngx_http_prefix_aware_queue_waited(
     ngx_http_prefix_aware_peer_data_t *pd);
 uint64_t ngx_http_prefix_aware_queue_flow(ngx_http_request_t *r,

@@ -17,8 +17,11 @@
  * is a table in a zone of the upstream (src/pa_queue.c) that every
  * worker reads under the zone's lock: each worker with requests waiting
  * looks every queue_poll= (and at once when one of its own requests
- * frees a server) at the places below the bounds, and releases those of
- * its requests that are among as many first of the whole table.
+ * frees a server) at the places below the bounds of each server, gives
+ * them in the order to the waiting requests of the whole table that may
+ * use them (their model sets, pa_queue_pick()), and releases those of
+ * its own requests that got one.  With "server ... resolve" the servers
+ * are those of the worker's current view, brought up to date first.
  */
 
 
@@ -34,11 +37,6 @@
 
 static ngx_int_t ngx_http_prefix_aware_queue_start(
     ngx_http_prefix_aware_queue_t *qu);
-static ngx_int_t ngx_http_prefix_aware_queue_room(
-    ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t first);
-static ngx_uint_t ngx_http_prefix_aware_queue_engine_full(
-    ngx_http_prefix_aware_srv_conf_t *pacf,
-    ngx_http_prefix_aware_shm_server_t *s);
 static ngx_int_t ngx_http_prefix_aware_queue_park(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd, ngx_http_prefix_aware_wait_t *w);
 static ngx_int_t ngx_http_prefix_aware_queue_shed(ngx_http_request_t *r,
@@ -54,8 +52,6 @@ static void ngx_http_prefix_aware_queue_unlink(
 static int ngx_http_prefix_aware_queue_alive(uint32_t pid, void *ctx);
 static void ngx_http_prefix_aware_queue_reap_locked(
     ngx_http_prefix_aware_queue_t *qu, ngx_log_t *log, ngx_msec_t now);
-static uint64_t ngx_http_prefix_aware_queue_uncached(
-    ngx_http_prefix_aware_peer_data_t *pd);
 
 
 static ngx_str_t  ngx_http_prefix_aware_queue_why[] = {
@@ -74,8 +70,6 @@ static ngx_str_t  ngx_http_prefix_aware_queue_why[] = {
 static ngx_int_t
 ngx_http_prefix_aware_queue_start(ngx_http_prefix_aware_queue_t *qu)
 {
-    size_t  n;
-
     if (qu->started) {
         return NGX_OK;
     }
@@ -83,10 +77,9 @@ ngx_http_prefix_aware_queue_start(ngx_http_prefix_aware_queue_t *qu)
     qu->of = ngx_pcalloc(ngx_cycle->pool,
                          qu->size * sizeof(ngx_http_prefix_aware_wait_t *));
 
-    n = qu->pacf->nservers / (8 * sizeof(uintptr_t)) + 1;
-    qu->tried = ngx_pcalloc(ngx_cycle->pool, n * sizeof(uintptr_t));
-
-    if (qu->of == NULL || qu->tried == NULL) {
+    if (qu->of == NULL
+        || ngx_http_prefix_aware_queue_scratch(qu) != NGX_OK)
+    {
         return NGX_ERROR;
     }
 
@@ -104,73 +97,6 @@ ngx_http_prefix_aware_queue_start(ngx_http_prefix_aware_queue_t *qu)
 
 
 /*
- * the places below the bounds of the servers the request may use (with
- * "first", as soon as there is one); -1 if none is usable: the request
- * goes on, to be answered as without a queue
- */
-
-static ngx_int_t
-ngx_http_prefix_aware_queue_room(ngx_http_prefix_aware_peer_data_t *pd,
-    ngx_uint_t first)
-{
-    uint64_t                           inflight;
-    ngx_int_t                          room;
-    ngx_uint_t                         j, usable;
-    ngx_http_prefix_aware_srv_conf_t  *pacf;
-
-    pacf = pd->conf;
-    room = 0;
-    usable = 0;
-
-    for (j = 0; j < pacf->nservers; j++) {
-
-        if (ngx_http_prefix_aware_probe(pd, (uint32_t) j, &inflight)
-            != PA_SERVER_USABLE)
-        {
-            continue;
-        }
-
-        usable++;
-
-        if (inflight >= pacf->threshold
-            || ngx_http_prefix_aware_queue_engine_full(pacf,
-                                                       pacf->shm_server[j]))
-        {
-            continue;
-        }
-
-        room += pacf->threshold - inflight;
-
-        if (first) {
-            return room;
-        }
-    }
-
-    return usable ? room : -1;
-}
-
-
-/* load=engine: an engine that reports requests waiting is full */
-
-static ngx_uint_t
-ngx_http_prefix_aware_queue_engine_full(
-    ngx_http_prefix_aware_srv_conf_t *pacf,
-    ngx_http_prefix_aware_shm_server_t *s)
-{
-    if (!pacf->engine_load
-        || s->engine_failing
-        || !((unsigned) s->engine_seen & (1u << PA_PROM_WAITING))
-        || !pa_work_fresh(ngx_current_msec, s->engine_reported,
-                          pacf->metrics_interval))
-    {
-        return 0;
-    }
-
-    return s->engine_waiting > 0;
-}
-
-
-/*
  * from the peer initialization, the key read: NGX_OK, the request goes
  * on; NGX_DONE, it waits or was answered (the initialization returns
  * NGX_ERROR, the upstream no longer has it); NGX_ERROR
@@ -181,9 +107,10 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd)
 {
     int32_t                         slot, priority;
+    uint32_t                        out[NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH];
     uint64_t                        flow, cost;
     ngx_int_t                       room;
-    ngx_uint_t                      rank;
+    ngx_uint_t                      n;
     ngx_pool_cleanup_t             *cln;
     ngx_http_variable_value_t      *vv;
     ngx_http_prefix_aware_wait_t   *w;
@@ -263,12 +190,21 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
         return ngx_http_prefix_aware_queue_shed(r, qu, PA_QUEUE_FULL, 0);
     }
 
-    /* others wait: it goes at once only among as many first as have room */
+    ngx_http_prefix_aware_queue_mask(pd, (uint32_t) slot);
 
-    if (room > 0) {
-        rank = pa_queue_rank(&qu->q, (uint32_t) slot);
+    /*
+     * others wait: it goes at once only if a free place of its servers is
+     * left to it when the free places go, in order, to those that wait
+     * and may use them
+     */
 
-        if (rank < (ngx_uint_t) room) {
+    if (room > 0 && ngx_http_prefix_aware_queue_scratch(qu) == NGX_OK) {
+        ngx_http_prefix_aware_queue_fill(pd, qu->room);
+
+        n = pa_queue_pick(&qu->q, qu->room, (uint32_t) pd->conf->nservers,
+                          NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH, slot, out);
+
+        if (n && out[n - 1] == (uint32_t) slot) {
             pa_queue_leave(&qu->q, (uint32_t) slot, PA_QUEUE_RELEASED,
                            ngx_current_msec);
             ngx_shmtx_unlock(&qu->shpool->mutex);
@@ -381,6 +317,14 @@ ngx_http_prefix_aware_queue_resume(ngx_http_request_t *r,
 
     pd->now = ngx_time();
 
+    /* "resolve": the view may have changed while it waited */
+
+    if (ngx_http_prefix_aware_resolve_current(pd, r->connection->log)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
     ngx_shmtx_lock(&qu->shpool->mutex);
 
     if (qu->q.slots[w->slot].seq == w->seq) {
@@ -442,7 +386,6 @@ ngx_http_prefix_aware_queue_look(ngx_event_t *ev)
     uint32_t                            top[NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH];
     uint32_t                            slot[NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH];
     uint64_t                            seq[NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH];
-    ngx_int_t                           room;
     ngx_uint_t                          i, n, k;
     ngx_msec_t                          now;
     ngx_http_prefix_aware_wait_t       *w;
@@ -450,6 +393,14 @@ ngx_http_prefix_aware_queue_look(ngx_event_t *ev)
 
     if (qu->nwaiters == 0) {
         return;
+    }
+
+    /* "resolve": the servers of the current view */
+
+    ngx_http_prefix_aware_resolve_update(qu->pacf, ev->log);
+
+    if (ngx_http_prefix_aware_queue_scratch(qu) != NGX_OK) {
+        goto again;
     }
 
     ngx_memzero(&pd, sizeof(ngx_http_prefix_aware_peer_data_t));
@@ -460,27 +411,23 @@ ngx_http_prefix_aware_queue_look(ngx_event_t *ev)
     now = ngx_current_msec;
     k = 0;
 
+    ngx_http_prefix_aware_queue_fill(&pd, qu->room);
+
     ngx_shmtx_lock(&qu->shpool->mutex);
 
     ngx_http_prefix_aware_queue_reap_locked(qu, ev->log, now);
 
-    room = ngx_http_prefix_aware_queue_room(&pd, 0);
+    n = pa_queue_pick(&qu->q, qu->room, (uint32_t) qu->pacf->nservers,
+                      NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH, -1, top);
 
-    if (room > 0) {
-        n = pa_queue_top(&qu->q,
-                         (uint32_t) ngx_min(room,
-                                          NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH),
-                         top);
+    for (i = 0; i < n; i++) {
+        w = qu->of[top[i]];
 
-        for (i = 0; i < n; i++) {
-            w = qu->of[top[i]];
-
-            if (w && w->seq == qu->q.slots[top[i]].seq
-                && w->state == NGX_HTTP_PREFIX_AWARE_WAITING)
-            {
-                slot[k] = top[i];
-                seq[k++] = w->seq;
-            }
+        if (w && w->seq == qu->q.slots[top[i]].seq
+            && w->state == NGX_HTTP_PREFIX_AWARE_WAITING)
+        {
+            slot[k] = top[i];
+            seq[k++] = w->seq;
         }
     }
 
@@ -496,6 +443,8 @@ ngx_http_prefix_aware_queue_look(ngx_event_t *ev)
             ngx_http_prefix_aware_queue_release(w);
         }
     }
+
+again:
 
     if (qu->nwaiters && !ev->timer_set) {
         ngx_add_timer(ev, qu->poll);
@@ -770,50 +719,4 @@ ngx_http_prefix_aware_queue_waited(ngx_http_prefix_aware_peer_data_t *pd)
     }
 
     return ngx_current_msec - w->since;
-}
-
-
-/*
- * the request's prefill that no server holds: its units past the deepest
- * match of any server of the configuration, as the index's choice
- * matches (ngx_http_prefix_aware_index_choose()), choosing nothing; only
- * for a request that waits
- */
-
-static uint64_t
-ngx_http_prefix_aware_queue_uncached(ngx_http_prefix_aware_peer_data_t *pd)
-{
-    uint32_t                           i, k, nfound_id, depth, best;
-    uint64_t                           held;
-    ngx_http_prefix_aware_srv_conf_t  *pacf;
-
-    pacf = pd->conf;
-
-    if (pd->nblocks == 0 || pacf->index_size == 0) {
-        return pd->total_units;
-    }
-
-    /* depth_id is all 0 between matches: only the servers found are set */
-
-    (void) pa_index_match_found(&pacf->index, pd->blocks, pd->nblocks,
-                                pacf->depth_id, PA_INDEX_MAX_SERVERS,
-                                pacf->found_id, &nfound_id);
-
-    best = 0;
-
-    for (k = 0; k < nfound_id; k++) {
-        i = pacf->found_id[k];
-
-        if (pacf->ring_of[i] != 0) {
-            depth = pa_blocks_span(pacf->depth_id[i], (uint32_t) pacf->head,
-                                   (uint32_t) pacf->stride);
-            best = ngx_max(best, depth);
-        }
-
-        pacf->depth_id[i] = 0;
-    }
-
-    held = (uint64_t) best * pacf->block;
-
-    return (pd->total_units > held) ? pd->total_units - held : 0;
 }

@@ -178,7 +178,7 @@ ngx_http_prefix_aware_queue_var(ngx_conf_t *cf, ngx_str_t *value,
 
 ngx_int_t
 ngx_http_prefix_aware_queue_init(ngx_conf_t *cf,
-    ngx_http_prefix_aware_srv_conf_t *pacf, ngx_uint_t resolve)
+    ngx_http_prefix_aware_srv_conf_t *pacf)
 {
     size_t                          size;
     ngx_shm_zone_t                 *shm_zone;
@@ -207,16 +207,28 @@ ngx_http_prefix_aware_queue_init(ngx_conf_t *cf,
         return NGX_ERROR;
     }
 
-    if (resolve) {
+    /*
+     * with model sets, each place has the bits of the servers it may use
+     * ("server ... resolve" has none: every place may use every server of
+     * the worker's current view, counted at each look);
+     * a page more a word, so that another number of words is another
+     * size, another zone (a reload's new workers do not take the old one)
+     */
+
+    qu->nwords = pacf->models ? (pacf->nservers + 63) / 64 : 0;
+
+    if (qu->nwords > PA_QUEUE_MAX_WORDS) {
         ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                      "prefix_aware: queue= does not support "
-                      "\"server ... resolve\" in upstream \"%V\"",
-                      &pacf->upstream->host);
+                      "prefix_aware: queue= with model sets takes at most "
+                      "%d servers, upstream \"%V\" has %ui",
+                      64 * PA_QUEUE_MAX_WORDS, &pacf->upstream->host,
+                      pacf->nservers);
         return NGX_ERROR;
     }
 
-    size = ngx_align(pa_queue_size((uint32_t) qu->size), ngx_pagesize)
-           + 8 * ngx_pagesize;
+    size = ngx_align(pa_queue_size((uint32_t) qu->size,
+                                   (uint32_t) qu->nwords), ngx_pagesize)
+           + (8 + qu->nwords) * ngx_pagesize;
 
     shm_zone = ngx_http_prefix_aware_upstream_zone(cf, pacf, &prefix, size);
     if (shm_zone == NULL) {
@@ -245,7 +257,7 @@ ngx_http_prefix_aware_queue_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     qu = shm_zone->data;
     shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
 
-    size = pa_queue_size((uint32_t) qu->size);
+    size = pa_queue_size((uint32_t) qu->size, (uint32_t) qu->nwords);
     mem = shpool->data;
 
     if (mem == NULL) {
@@ -257,7 +269,10 @@ ngx_http_prefix_aware_queue_init_zone(ngx_shm_zone_t *shm_zone, void *data)
         shpool->data = mem;
     }
 
-    if (pa_queue_attach(&qu->q, mem, size, (uint32_t) qu->size) == -1) {
+    if (pa_queue_attach(&qu->q, mem, size, (uint32_t) qu->size,
+                        (uint32_t) qu->nwords)
+        == -1)
+    {
         return NGX_ERROR;
     }
 

@@ -765,6 +765,20 @@ ngx_http_prefix_aware_resolve_peer(ngx_http_request_t *r,
 }
 
 
+/* the view brought up to date, outside a request (the queue's look) */
+
+void
+ngx_http_prefix_aware_resolve_update(ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_log_t *log)
+{
+#if (NGX_HTTP_PREFIX_AWARE_RESOLVE)
+    if (pacf->resolve) {
+        ngx_http_prefix_aware_resolve_view(pacf, log, 0);
+    }
+#endif
+}
+
+
 /*
  * in get_peer(), before the peers are locked: the view brought up to
  * date; if it changed since the request's last choice, the scratch is

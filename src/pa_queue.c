@@ -19,6 +19,8 @@
 static uint32_t pa_queue_flow(pa_queue_t *q, int32_t priority,
     uint64_t hash);
 static uint64_t pa_queue_mix(uint64_t h, int32_t priority);
+static int64_t pa_queue_place(const uint32_t *room, uint32_t nservers,
+    const uint64_t *m);
 
 
 const uint64_t  pa_queue_hist_ms[PA_QUEUE_HIST - 1] = {
@@ -44,22 +46,26 @@ pa_queue_nflows(uint32_t nslots)
 
 
 size_t
-pa_queue_size(uint32_t nslots)
+pa_queue_size(uint32_t nslots, uint32_t nwords)
 {
     return sizeof(pa_queue_head_t) + 64
            + (size_t) nslots * sizeof(pa_queue_slot_t)
-           + (size_t) pa_queue_nflows(nslots) * sizeof(pa_queue_flow_t);
+           + (size_t) pa_queue_nflows(nslots) * sizeof(pa_queue_flow_t)
+           + (size_t) nslots * nwords * sizeof(uint64_t);
 }
 
 
 int
-pa_queue_attach(pa_queue_t *q, void *mem, size_t size, uint32_t nslots)
+pa_queue_attach(pa_queue_t *q, void *mem, size_t size, uint32_t nslots,
+    uint32_t nwords)
 {
     uint32_t          nflows;
     uintptr_t         p;
     pa_queue_head_t  *h;
 
-    if (nslots == 0 || size < pa_queue_size(nslots)) {
+    if (nslots == 0 || nwords > PA_QUEUE_MAX_WORDS
+        || size < pa_queue_size(nslots, nwords))
+    {
         return -1;
     }
 
@@ -71,9 +77,10 @@ pa_queue_attach(pa_queue_t *q, void *mem, size_t size, uint32_t nslots)
     q->head = h;
     q->slots = (pa_queue_slot_t *) (h + 1);
     q->flows = (pa_queue_flow_t *) (q->slots + nslots);
+    q->masks = (uint64_t *) (q->flows + nflows);
 
     if (h->magic == PA_QUEUE_MAGIC && h->nslots == nslots
-        && h->nflows == nflows)
+        && h->nflows == nflows && h->nwords == nwords)
     {
         return 1;
     }
@@ -81,9 +88,11 @@ pa_queue_attach(pa_queue_t *q, void *mem, size_t size, uint32_t nslots)
     memset(h, 0, sizeof(pa_queue_head_t));
     memset(q->slots, 0, (size_t) nslots * sizeof(pa_queue_slot_t));
     memset(q->flows, 0, (size_t) nflows * sizeof(pa_queue_flow_t));
+    memset(q->masks, 0, (size_t) nslots * nwords * sizeof(uint64_t));
 
     h->nslots = nslots;
     h->nflows = nflows;
+    h->nwords = nwords;
     h->magic = PA_QUEUE_MAGIC;
 
     return 0;
@@ -245,6 +254,8 @@ pa_queue_admit(pa_queue_t *q, int32_t priority, uint64_t flow,
     s->band = b;
     s->flow = fi;
 
+    pa_queue_set_mask(q, i, NULL);
+
     h->waiting++;
     h->bands[b].waiting++;
 
@@ -253,6 +264,148 @@ pa_queue_admit(pa_queue_t *q, int32_t priority, uint64_t flow,
     }
 
     return (int32_t) i;
+}
+
+
+void
+pa_queue_set_mask(pa_queue_t *q, uint32_t slot, const uint64_t *mask)
+{
+    uint32_t   nw;
+    uint64_t  *m;
+
+    nw = q->head->nwords;
+
+    if (nw == 0 || slot >= q->head->nslots) {
+        return;
+    }
+
+    m = &q->masks[(size_t) slot * nw];
+
+    if (mask) {
+        memcpy(m, mask, nw * sizeof(uint64_t));
+
+    } else {
+        memset(m, 0xff, nw * sizeof(uint64_t));
+    }
+}
+
+
+/* of the servers with room, the one with the most that "m" may use */
+
+static int64_t
+pa_queue_place(const uint32_t *room, uint32_t nservers, const uint64_t *m)
+{
+    int64_t   best;
+    uint32_t  j;
+
+    best = -1;
+
+    for (j = 0; j < nservers; j++) {
+        if (room[j] == 0
+            || (m && !(m[j / 64] & ((uint64_t) 1 << (j % 64)))))
+        {
+            continue;
+        }
+
+        if (best < 0 || room[j] > room[best]) {
+            best = j;
+        }
+    }
+
+    return best;
+}
+
+
+uint32_t
+pa_queue_pick(pa_queue_t *q, uint32_t *room, uint32_t nservers, uint32_t k,
+    int64_t stop, uint32_t *out)
+{
+    int64_t           j;
+    uint32_t          i, w, n, nw, best;
+    uint64_t          total, free[PA_QUEUE_MAX_WORDS];
+    const uint64_t   *m;
+    pa_queue_slot_t  *s;
+
+    nw = q->head->nwords;
+    total = 0;
+
+    if (nw && nservers > nw * 64) {
+        nservers = nw * 64;       /* no place may use those after */
+    }
+
+    memset(free, 0, nw * sizeof(uint64_t));
+
+    for (j = 0; j < nservers; j++) {
+        if (room[j]) {
+            total += room[j];
+
+            if (nw) {
+                free[j / 64] |= (uint64_t) 1 << (j % 64);
+            }
+        }
+    }
+
+    n = 0;
+
+    while (n < k && total) {
+
+        /* the first place after the last taken that may use a free one */
+
+        best = UINT32_MAX;
+
+        for (i = 0; i < q->head->nslots; i++) {
+            s = &q->slots[i];
+
+            if (s->seq == 0
+                || (n && !pa_queue_before(&q->slots[out[n - 1]], s))
+                || (best != UINT32_MAX
+                    && !pa_queue_before(s, &q->slots[best])))
+            {
+                continue;
+            }
+
+            if (nw) {
+                m = &q->masks[(size_t) i * nw];
+
+                for (w = 0; w < nw; w++) {
+                    if (m[w] & free[w]) {
+                        break;
+                    }
+                }
+
+                if (w == nw) {
+                    continue;
+                }
+            }
+
+            best = i;
+        }
+
+        if (best == UINT32_MAX) {
+            break;
+        }
+
+        out[n++] = best;
+
+        j = pa_queue_place(room, nservers,
+                           nw ? &q->masks[(size_t) best * nw] : NULL);
+
+        if (j < 0) {
+            break;                /* cannot be: it may use a free one */
+        }
+
+        total--;
+
+        if (--room[j] == 0 && nw) {
+            free[j / 64] &= ~((uint64_t) 1 << (j % 64));
+        }
+
+        if ((int64_t) best == stop) {
+            break;
+        }
+    }
+
+    return n;
 }
 
 

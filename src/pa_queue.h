@@ -29,6 +29,9 @@
 #define PA_QUEUE_PRIO_MIN     (-1000)
 #define PA_QUEUE_PRIO_MAX     1000
 
+/* 64-bit words of a place's servers: at most 4096 servers with masks */
+#define PA_QUEUE_MAX_WORDS    64
+
 /* wait time histogram: upper bounds in ms, then +Inf */
 #define PA_QUEUE_HIST         13
 
@@ -79,6 +82,8 @@ typedef struct {
     uint64_t    magic;
     uint32_t    nslots;
     uint32_t    nflows;       /* a power of 2 */
+    uint32_t    nwords;       /* of each place's servers, 0: all */
+    uint32_t    pad;
     uint64_t    seq;
     uint64_t    waiting;
     uint64_t    max_waiting;  /* the most ever waiting at once */
@@ -94,6 +99,7 @@ typedef struct {
     pa_queue_head_t  *head;
     pa_queue_slot_t  *slots;
     pa_queue_flow_t  *flows;
+    uint64_t         *masks;  /* nwords a place: the servers it may use */
 } pa_queue_t;
 
 
@@ -103,14 +109,20 @@ extern const uint64_t  pa_queue_hist_ms[PA_QUEUE_HIST - 1];
 /* the names of the reasons ("released", "full", ...) */
 extern const char     *pa_queue_reasons[PA_QUEUE_NREASONS];
 
-/* the memory a table of "nslots" places takes */
-size_t pa_queue_size(uint32_t nslots);
+/*
+ * the memory a table of "nslots" places takes, each with the bits of
+ * the servers it may use in "nwords" 64-bit words (0: every place may
+ * use every server)
+ */
+size_t pa_queue_size(uint32_t nslots, uint32_t nwords);
 
 /*
- * the table in "mem": kept if it was made for "nslots" (1, a reload),
- * else made empty (0); -1 if "size" is too small
+ * the table in "mem": kept if it was made for "nslots" and "nwords" (1,
+ * a reload), else made empty (0); -1 if "size" is too small or "nwords"
+ * over PA_QUEUE_MAX_WORDS
  */
-int pa_queue_attach(pa_queue_t *q, void *mem, size_t size, uint32_t nslots);
+int pa_queue_attach(pa_queue_t *q, void *mem, size_t size, uint32_t nslots,
+    uint32_t nwords);
 
 /*
  * a place for a request, its start tag set by its flow ("flow" 0: a
@@ -119,6 +131,24 @@ int pa_queue_attach(pa_queue_t *q, void *mem, size_t size, uint32_t nslots);
  */
 int32_t pa_queue_admit(pa_queue_t *q, int32_t priority, uint64_t flow,
     uint64_t cost, uint32_t owner, uint64_t now);
+
+/*
+ * the servers place "slot" may use: bit j of "mask" (nwords words) is
+ * server j; NULL: every server (what pa_queue_admit() sets)
+ */
+void pa_queue_set_mask(pa_queue_t *q, uint32_t slot, const uint64_t *mask);
+
+/*
+ * the places that the free places of the servers go to, in the order:
+ * "room[j]" free places on server j of "nservers" (taken as they are
+ * given), each waiting place in order takes one on the server with the
+ * most room among those it may use, and a place that may use none of
+ * the servers with room is passed over (it does not hold back those
+ * after it that can); at most "k" into "out", in order, ending at "stop"
+ * if it is among them (-1: none); how many
+ */
+uint32_t pa_queue_pick(pa_queue_t *q, uint32_t *room, uint32_t nservers,
+    uint32_t k, int64_t stop, uint32_t *out);
 
 /* a place left, for "reason", at "now": counted, its wait recorded */
 void pa_queue_leave(pa_queue_t *q, uint32_t slot, pa_queue_reason_e reason,

@@ -54,15 +54,15 @@ main(void)
     uint64_t    flow_of[64], served[4], work[4];
     pa_queue_t  q, q2;
 
-    size = pa_queue_size(16);
+    size = pa_queue_size(16, 0);
     mem = calloc(1, size);
     CHECK(mem != NULL);
 
-    CHECK(pa_queue_attach(&q, mem, size - 100, 16) == -1);
-    CHECK(pa_queue_attach(&q, mem, size, 16) == 0);
-    CHECK(pa_queue_attach(&q2, mem, size, 16) == 1);   /* kept, a reload */
-    CHECK(pa_queue_attach(&q2, mem, size, 8) == 0);    /* other size: new */
-    CHECK(pa_queue_attach(&q, mem, size, 16) == 0);
+    CHECK(pa_queue_attach(&q, mem, size - 100, 16, 0) == -1);
+    CHECK(pa_queue_attach(&q, mem, size, 16, 0) == 0);
+    CHECK(pa_queue_attach(&q2, mem, size, 16, 0) == 1);   /* kept, a reload */
+    CHECK(pa_queue_attach(&q2, mem, size, 8, 0) == 0);    /* other size: new */
+    CHECK(pa_queue_attach(&q, mem, size, 16, 0) == 0);
 
     /* one flow, one priority: the order of arrival */
 
@@ -154,7 +154,7 @@ main(void)
      * after 8 releases, each flow has had about the same work
      */
 
-    CHECK(pa_queue_attach(&q, mem, size, 16) == 1);
+    CHECK(pa_queue_attach(&q, mem, size, 16, 0) == 1);
 
     memset(flow_of, 0, sizeof(flow_of));
     k = 0;
@@ -288,6 +288,84 @@ main(void)
     CHECK(pa_queue_priority((const unsigned char *) "1x", 2, &prio) == -1);
     CHECK(pa_queue_priority((const unsigned char *) "999999999", 9, &prio)
           == -1);
+
+    free(mem);
+
+    /* the servers each place may use: model sets */
+
+    CHECK(pa_queue_attach(&q, NULL, 0, 16, PA_QUEUE_MAX_WORDS + 1) == -1);
+
+    size = pa_queue_size(16, 2);
+    mem = calloc(1, size);
+    CHECK(mem != NULL);
+    CHECK(pa_queue_attach(&q, mem, size - 8, 16, 2) == -1);
+    CHECK(pa_queue_attach(&q, mem, size, 16, 2) == 0);
+    CHECK(pa_queue_attach(&q, mem, size, 16, 2) == 1);
+    CHECK(pa_queue_attach(&q, mem, size, 16, 1) == 0);   /* other words */
+    CHECK(pa_queue_attach(&q, mem, size, 16, 2) == 0);
+
+    {
+        uint32_t  room[70], out[16];
+        uint64_t  ma[2] = { 0x3, 0 }, mb[2] = { 0xc, 0 }, mc[2] = { 0, 0x20 };
+
+        /* A1, A2 on servers 0-1; B1 on 2-3; C1 on server 69; D1: all */
+
+        s[0] = pa_queue_admit(&q, 0, 0, 1, 1, 100);
+        s[1] = pa_queue_admit(&q, 0, 0, 1, 1, 101);
+        s[2] = pa_queue_admit(&q, 0, 0, 1, 1, 102);
+        s[3] = pa_queue_admit(&q, 0, 0, 1, 1, 103);
+        s[4] = pa_queue_admit(&q, 0, 0, 1, 1, 104);
+        pa_queue_set_mask(&q, (uint32_t) s[0], ma);
+        pa_queue_set_mask(&q, (uint32_t) s[1], ma);
+        pa_queue_set_mask(&q, (uint32_t) s[2], mb);
+        pa_queue_set_mask(&q, (uint32_t) s[3], mc);
+        CHECK(q.masks[(size_t) s[4] * 2] == ~0ULL);         /* D1 */
+
+        /* only B's server has room: B1 goes, A1 and A2 do not hold it */
+
+        memset(room, 0, sizeof(room));
+        room[2] = 1;
+        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 1);
+        CHECK(out[0] == (uint32_t) s[2] && room[2] == 0);
+
+        /* one on A's, one on B's: A1 then B1, not A2 */
+
+        room[0] = 1;
+        room[3] = 1;
+        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 2);
+        CHECK(out[0] == (uint32_t) s[0] && out[1] == (uint32_t) s[2]);
+
+        /* server 69 (the second word): C1, then D1 takes what is left */
+
+        memset(room, 0, sizeof(room));
+        room[69] = 1;
+        room[5] = 1;
+        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 2);
+        CHECK(out[0] == (uint32_t) s[3] && out[1] == (uint32_t) s[4]);
+
+        /* stop: ends at the place asked for; k bounds */
+
+        memset(room, 0, sizeof(room));
+        room[0] = 3;
+        room[2] = 3;
+        CHECK(pa_queue_pick(&q, room, 70, 8, s[1], out) == 2);
+        CHECK(out[1] == (uint32_t) s[1] && room[0] == 1);
+        CHECK(pa_queue_pick(&q, room, 70, 1, -1, out) == 1);
+        CHECK(out[0] == (uint32_t) s[0]);
+
+        /* more room on a server: the place takes the one with the most */
+
+        memset(room, 0, sizeof(room));
+        room[0] = 1;
+        room[1] = 4;
+        CHECK(pa_queue_pick(&q, room, 70, 1, -1, out) == 1);
+        CHECK(room[1] == 3 && room[0] == 1);
+
+        /* nothing free: none */
+
+        memset(room, 0, sizeof(room));
+        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 0);
+    }
 
     free(mem);
 
