@@ -73,9 +73,37 @@ fuzz_check(pa_queue_t *q)
 
     for (i = 0, n = 0; i < NSLOTS; i++) {
         n += (q->slots[i].seq && q->slots[i].flow) ? 1 : 0;
+
+        /* queue_reserve=: a waiting place's flow is found by its hash */
+
+        if (q->slots[i].seq && q->slots[i].flow) {
+            j = q->slots[i].flow - 1;
+
+            if (q->flows[j].waiting == 0
+                || pa_queue_flow_waiting(q, q->flows[j].priority,
+                                         q->flows[j].hash)
+                   != q->flows[j].waiting)
+            {
+                abort();
+            }
+        }
+
+        if (q->slots[i].seq && q->slots[i].heavy > 1) {
+            abort();
+        }
     }
 
     if (fw != n) {
+        abort();
+    }
+
+    /* the flows that wait: rows with a request waiting, and flowless ones */
+
+    for (i = 0, k = 0; i < h->nflows; i++) {
+        k += q->flows[i].waiting ? 1 : 0;
+    }
+
+    if (h->flows_waiting != k + (taken - n)) {
         abort();
     }
 
@@ -125,22 +153,24 @@ fuzz_check(pa_queue_t *q)
 /*
  * the free places of 7 servers (bit j of "free": one on server j) go in
  * order to places that may use one: each taken may, at most one each,
- * in order, no more than the free places, each taking one
+ * in order, no more than the free places, each taking one; with bit 7,
+ * queue_reserve=1: no heavy place takes one (no server has more than 1)
  */
 
 static void
 fuzz_pick(pa_queue_t *q, unsigned char free, unsigned char k)
 {
-    uint32_t  i, j, n, total, room[7], out[NSLOTS];
+    uint32_t  i, j, n, total, reserve, room[7], out[NSLOTS];
 
     total = 0;
+    reserve = (free >> 7) & 1;
 
     for (j = 0; j < 7; j++) {
         room[j] = (free >> j) & 1;
         total += room[j];
     }
 
-    n = pa_queue_pick(q, room, 7, k % (NSLOTS + 1), -1, out);
+    n = pa_queue_pick(q, room, 7, reserve, k % (NSLOTS + 1), -1, out);
 
     if (n > total || n > k % (NSLOTS + 1)) {
         abort();
@@ -150,7 +180,8 @@ fuzz_pick(pa_queue_t *q, unsigned char free, unsigned char k)
         if (q->slots[out[i]].seq == 0
             || (i && !pa_queue_before(&q->slots[out[i - 1]],
                                       &q->slots[out[i]]))
-            || (q->masks[out[i]] & free) == 0)
+            || (q->masks[out[i]] & free) == 0
+            || (reserve && pa_queue_heavy(q, out[i])))
         {
             abort();
         }

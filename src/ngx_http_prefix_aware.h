@@ -659,6 +659,7 @@ struct ngx_http_prefix_aware_queue_s {
     ngx_msec_t                             poll;
     ngx_uint_t                             status;
     ngx_uint_t                             retry;     /* s */
+    ngx_uint_t                             reserve;   /* places a server */
     ngx_int_t                              priority;  /* index, -1 */
     ngx_str_t                              priority_name;
     ngx_int_t                              flow;      /* index, -1 */
@@ -1104,7 +1105,8 @@ void ngx_http_prefix_aware_queue_fill(ngx_http_prefix_aware_peer_data_t *pd,
 void ngx_http_prefix_aware_queue_mask(ngx_http_prefix_aware_peer_data_t *pd,
     uint32_t slot);
 ngx_int_t ngx_http_prefix_aware_queue_room(
-    ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t first);
+    ngx_http_prefix_aware_peer_data_t *pd, ngx_uint_t first,
+    ngx_uint_t limit);
 uint64_t ngx_http_prefix_aware_queue_uncached(
     ngx_http_prefix_aware_peer_data_t *pd);
 ngx_msec_t ngx_http_prefix_aware_queue_waited(

@@ -110,7 +110,7 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
     uint32_t                        out[NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH];
     uint64_t                        flow, cost;
     ngx_int_t                       room;
-    ngx_uint_t                      n;
+    ngx_uint_t                      n, limit;
     ngx_pool_cleanup_t             *cln;
     ngx_http_variable_value_t      *vv;
     ngx_http_prefix_aware_wait_t   *w;
@@ -122,14 +122,8 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
     /* under capacity: one look at the servers until one has room */
 
     if (qu->q.head->waiting == 0
-        && ngx_http_prefix_aware_queue_room(pd, 1) != 0)
+        && ngx_http_prefix_aware_queue_room(pd, 1, pd->conf->threshold) != 0)
     {
-        return NGX_OK;
-    }
-
-    room = ngx_http_prefix_aware_queue_room(pd, 0);
-
-    if (room < 0) {
         return NGX_OK;
     }
 
@@ -151,6 +145,30 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
     }
 
     flow = ngx_http_prefix_aware_queue_flow(r, pd);
+
+    /*
+     * queue_reserve=: a request of a flow with a backlog (others waiting,
+     * at least the mean of the flows that wait) leaves the last places of
+     * each server to the others
+     */
+
+    limit = pd->conf->threshold;
+
+    if (qu->reserve && flow) {
+        ngx_shmtx_lock(&qu->shpool->mutex);
+
+        if (pa_queue_heavy_new(&qu->q, priority, flow)) {
+            limit -= qu->reserve;
+        }
+
+        ngx_shmtx_unlock(&qu->shpool->mutex);
+    }
+
+    room = ngx_http_prefix_aware_queue_room(pd, 0, limit);
+
+    if (room < 0) {
+        return NGX_OK;
+    }
 
     /* its work: the prefill no server holds (with the index), or its units */
 
@@ -202,6 +220,7 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
         ngx_http_prefix_aware_queue_fill(pd, qu->room);
 
         n = pa_queue_pick(&qu->q, qu->room, (uint32_t) pd->conf->nservers,
+                          (uint32_t) qu->reserve,
                           NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH, slot, out);
 
         if (n && out[n - 1] == (uint32_t) slot) {
@@ -289,6 +308,7 @@ ngx_int_t
 ngx_http_prefix_aware_queue_resume(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd)
 {
+    ngx_uint_t                      limit;
     ngx_http_upstream_t            *u;
     ngx_http_upstream_state_t      *st;
     ngx_http_prefix_aware_wait_t   *w;
@@ -329,7 +349,13 @@ ngx_http_prefix_aware_queue_resume(ngx_http_request_t *r,
 
     if (qu->q.slots[w->slot].seq == w->seq) {
 
-        if (ngx_http_prefix_aware_queue_room(pd, 1) == 0) {
+        limit = pd->conf->threshold;
+
+        if (qu->reserve && pa_queue_heavy(&qu->q, w->slot)) {
+            limit -= qu->reserve;
+        }
+
+        if (ngx_http_prefix_aware_queue_room(pd, 1, limit) == 0) {
             ngx_shmtx_unlock(&qu->shpool->mutex);
 
             ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
@@ -418,6 +444,7 @@ ngx_http_prefix_aware_queue_look(ngx_event_t *ev)
     ngx_http_prefix_aware_queue_reap_locked(qu, ev->log, now);
 
     n = pa_queue_pick(&qu->q, qu->room, (uint32_t) qu->pacf->nservers,
+                      (uint32_t) qu->reserve,
                       NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH, -1, top);
 
     for (i = 0; i < n; i++) {

@@ -50,7 +50,7 @@ ngx_http_prefix_aware_queue_conf(ngx_conf_t *cf,
 
 
 /* queue=, queue_timeout=, queue_poll=, queue_status=, queue_retry=, */
-/* priority=, flow=: NGX_OK, NGX_DECLINED (not one), NGX_ERROR */
+/* queue_reserve=, priority=, flow=: NGX_OK, NGX_DECLINED, NGX_ERROR */
 
 ngx_int_t
 ngx_http_prefix_aware_queue_param(ngx_conf_t *cf,
@@ -98,6 +98,12 @@ ngx_http_prefix_aware_queue_param(ngx_conf_t *cf,
 
     if (ngx_strncmp(value->data, "queue_retry=", 12) == 0) {
         rv = ngx_http_prefix_aware_number(cf, value, 12, 0, 3600, &qu->retry);
+        return (rv == NGX_CONF_OK) ? NGX_OK : NGX_ERROR;
+    }
+
+    if (ngx_strncmp(value->data, "queue_reserve=", 14) == 0) {
+        rv = ngx_http_prefix_aware_number(cf, value, 14, 0, 1023,
+                                          &qu->reserve);
         return (rv == NGX_CONF_OK) ? NGX_OK : NGX_ERROR;
     }
 
@@ -201,9 +207,17 @@ ngx_http_prefix_aware_queue_init(ngx_conf_t *cf,
     if (qu->size == 0) {
         ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
                       "prefix_aware: queue_timeout=, queue_poll=, "
-                      "queue_status=, queue_retry=, priority= and flow= "
-                      "need queue=N in upstream \"%V\"",
+                      "queue_status=, queue_retry=, queue_reserve=, "
+                      "priority= and flow= need queue=N in upstream \"%V\"",
                       &pacf->upstream->host);
+        return NGX_ERROR;
+    }
+
+    if (qu->reserve >= pacf->threshold) {
+        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                      "prefix_aware: queue_reserve=%ui must be less than "
+                      "threshold=%ui in upstream \"%V\"", qu->reserve,
+                      pacf->threshold, &pacf->upstream->host);
         return NGX_ERROR;
     }
 

@@ -122,14 +122,16 @@ ngx_http_prefix_aware_queue_mask(ngx_http_prefix_aware_peer_data_t *pd,
 
 
 /*
- * the places below the bounds of the servers the request may use (with
- * "first", as soon as there is one); -1 if none is usable: the request
- * goes on, to be answered as without a queue
+ * the places below the bounds of the servers the request may use, at
+ * most "limit" requests in flight a server (threshold, or less the
+ * reserved places: queue_reserve=); with "first", as soon as there is
+ * one; -1 if none is usable: the request goes on, to be answered as
+ * without a queue
  */
 
 ngx_int_t
 ngx_http_prefix_aware_queue_room(ngx_http_prefix_aware_peer_data_t *pd,
-    ngx_uint_t first)
+    ngx_uint_t first, ngx_uint_t limit)
 {
     uint64_t                           inflight;
     ngx_int_t                          room;
@@ -150,14 +152,14 @@ ngx_http_prefix_aware_queue_room(ngx_http_prefix_aware_peer_data_t *pd,
 
         usable++;
 
-        if (inflight >= pacf->threshold
+        if (inflight >= limit
             || ngx_http_prefix_aware_queue_engine_full(pacf,
                                                        pacf->shm_server[j]))
         {
             continue;
         }
 
-        room += pacf->threshold - inflight;
+        room += limit - inflight;
 
         if (first) {
             return room;

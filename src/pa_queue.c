@@ -13,7 +13,7 @@
 #include "pa_queue.h"
 
 
-#define PA_QUEUE_MAGIC  0x70615f7175657565ULL     /* "pa_queue" */
+#define PA_QUEUE_MAGIC  0x70615f7175657566ULL     /* "pa_queuf": v2 */
 
 
 static uint32_t pa_queue_flow(pa_queue_t *q, int32_t priority,
@@ -21,6 +21,8 @@ static uint32_t pa_queue_flow(pa_queue_t *q, int32_t priority,
 static uint64_t pa_queue_mix(uint64_t h, int32_t priority);
 static int64_t pa_queue_place(const uint32_t *room, uint32_t nservers,
     const uint64_t *m);
+static int pa_queue_fits(pa_queue_t *q, uint32_t slot, const uint32_t *room,
+    uint32_t nservers, uint32_t reserve);
 
 
 const uint64_t  pa_queue_hist_ms[PA_QUEUE_HIST - 1] = {
@@ -196,6 +198,59 @@ pa_queue_flow(pa_queue_t *q, int32_t priority, uint64_t hash)
 }
 
 
+uint32_t
+pa_queue_flow_waiting(pa_queue_t *q, int32_t priority, uint64_t hash)
+{
+    uint32_t          i, n, mask;
+    pa_queue_flow_t  *f;
+
+    if (hash == 0) {
+        return 0;
+    }
+
+    mask = q->head->nflows - 1;
+    i = (uint32_t) pa_queue_mix(hash, priority) & mask;
+
+    for (n = 0; n <= mask; n++, i = (i + 1) & mask) {
+        f = &q->flows[i];
+
+        if (f->hash == 0) {
+            break;
+        }
+
+        if (f->hash == hash && f->priority == priority) {
+            return f->waiting;
+        }
+    }
+
+    return 0;
+}
+
+
+int
+pa_queue_heavy(pa_queue_t *q, uint32_t slot)
+{
+    pa_queue_slot_t  *s;
+
+    s = &q->slots[slot];
+
+    return s->heavy && s->flow
+           && (uint64_t) q->flows[s->flow - 1].waiting
+              * q->head->flows_waiting >= q->head->waiting;
+}
+
+
+int
+pa_queue_heavy_new(pa_queue_t *q, int32_t priority, uint64_t hash)
+{
+    uint64_t  w;
+
+    w = pa_queue_flow_waiting(q, priority, hash);
+
+    return w && (w + 1) * q->head->flows_waiting >= q->head->waiting + 1;
+}
+
+
 int32_t
 pa_queue_admit(pa_queue_t *q, int32_t priority, uint64_t flow,
     uint64_t cost, uint32_t owner, uint64_t now)
@@ -233,9 +288,15 @@ pa_queue_admit(pa_queue_t *q, int32_t priority, uint64_t flow,
     b = pa_queue_band(q, priority, 1);
     start = h->bands[b].vtime;
     fi = flow ? pa_queue_flow(q, priority, flow) : 0;
+    s->heavy = 0;
+
+    if (fi == 0 || q->flows[fi - 1].waiting == 0) {
+        h->flows_waiting++;
+    }
 
     if (fi) {
         f = &q->flows[fi - 1];
+        s->heavy = (f->waiting > 0);
 
         if (f->finish > start) {
             start = f->finish;
@@ -251,7 +312,7 @@ pa_queue_admit(pa_queue_t *q, int32_t priority, uint64_t flow,
     s->since = now;
     s->priority = priority;
     s->owner = owner;
-    s->band = b;
+    s->band = (uint16_t) b;
     s->flow = fi;
 
     pa_queue_set_mask(q, i, NULL);
@@ -316,9 +377,33 @@ pa_queue_place(const uint32_t *room, uint32_t nservers, const uint64_t *m)
 }
 
 
+/* a server place "slot" may use has more than "reserve" free places */
+
+static int
+pa_queue_fits(pa_queue_t *q, uint32_t slot, const uint32_t *room,
+    uint32_t nservers, uint32_t reserve)
+{
+    uint32_t         j, nw;
+    const uint64_t  *m;
+
+    nw = q->head->nwords;
+    m = nw ? &q->masks[(size_t) slot * nw] : NULL;
+
+    for (j = 0; j < nservers; j++) {
+        if (room[j] > reserve
+            && (m == NULL || (m[j / 64] & ((uint64_t) 1 << (j % 64)))))
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
 uint32_t
-pa_queue_pick(pa_queue_t *q, uint32_t *room, uint32_t nservers, uint32_t k,
-    int64_t stop, uint32_t *out)
+pa_queue_pick(pa_queue_t *q, uint32_t *room, uint32_t nservers,
+    uint32_t reserve, uint32_t k, int64_t stop, uint32_t *out)
 {
     int64_t           j;
     uint32_t          i, w, n, nw, best;
@@ -378,6 +463,12 @@ pa_queue_pick(pa_queue_t *q, uint32_t *room, uint32_t nservers, uint32_t k,
                 }
             }
 
+            if (reserve && pa_queue_heavy(q, i)
+                && !pa_queue_fits(q, i, room, nservers, reserve))
+            {
+                continue;
+            }
+
             best = i;
         }
 
@@ -429,11 +520,19 @@ pa_queue_leave(pa_queue_t *q, uint32_t slot, pa_queue_reason_e reason,
     s = &q->slots[slot];
     b = &h->bands[s->band];
 
+    if (s->flow == 0 && h->flows_waiting) {
+        h->flows_waiting--;
+    }
+
     if (s->flow) {
         f = &q->flows[s->flow - 1];
 
         if (f->waiting) {
             f->waiting--;
+
+            if (f->waiting == 0 && h->flows_waiting) {
+                h->flows_waiting--;
+            }
         }
 
         /* not served: the flow's last tag back, if it is the last */

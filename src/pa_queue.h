@@ -54,7 +54,8 @@ typedef struct {
     uint64_t    since;        /* admitted, ms */
     int32_t     priority;
     uint32_t    owner;        /* the worker's pid */
-    uint32_t    band;         /* row of bands[], PA_QUEUE_BANDS: other */
+    uint16_t    band;         /* row of bands[], PA_QUEUE_BANDS: other */
+    uint16_t    heavy;        /* came while others of its flow waited */
     uint32_t    flow;         /* row of flows[] + 1, 0: none */
 } pa_queue_slot_t;
 
@@ -86,6 +87,7 @@ typedef struct {
     uint32_t    pad;
     uint64_t    seq;
     uint64_t    waiting;
+    uint64_t    flows_waiting;  /* flows with requests waiting */
     uint64_t    max_waiting;  /* the most ever waiting at once */
     uint64_t    left[PA_QUEUE_NREASONS];
     uint64_t    hist[PA_QUEUE_HIST];
@@ -145,10 +147,12 @@ void pa_queue_set_mask(pa_queue_t *q, uint32_t slot, const uint64_t *mask);
  * most room among those it may use, and a place that may use none of
  * the servers with room is passed over (it does not hold back those
  * after it that can); at most "k" into "out", in order, ending at "stop"
- * if it is among them (-1: none); how many
+ * if it is among them (-1: none); how many.  A heavy place (queue_reserve=,
+ * pa_queue_heavy()) takes one only on a server with more than "reserve"
+ * free places
  */
 uint32_t pa_queue_pick(pa_queue_t *q, uint32_t *room, uint32_t nservers,
-    uint32_t k, int64_t stop, uint32_t *out);
+    uint32_t reserve, uint32_t k, int64_t stop, uint32_t *out);
 
 /* a place left, for "reason", at "now": counted, its wait recorded */
 void pa_queue_leave(pa_queue_t *q, uint32_t slot, pa_queue_reason_e reason,
@@ -157,6 +161,25 @@ void pa_queue_leave(pa_queue_t *q, uint32_t slot, pa_queue_reason_e reason,
 /* a request answered before it took a place (full, sheddable) */
 void pa_queue_count(pa_queue_t *q, int32_t priority,
     pa_queue_reason_e reason);
+
+/*
+ * the requests of a flow ("hash" of a priority) that wait now; 0 if it
+ * has no row (no request of it waits)
+ */
+uint32_t pa_queue_flow_waiting(pa_queue_t *q, int32_t priority,
+    uint64_t hash);
+
+/*
+ * queue_reserve=: whether the request of place "slot" is "heavy", takes
+ * no reserved place: it came while other requests of its flow waited,
+ * and its flow has at least the mean of the requests waiting of the
+ * flows that wait (a tenant's burst behind a heavier one's backlog is
+ * not; when every flow waits alike, every such request is)
+ */
+int pa_queue_heavy(pa_queue_t *q, uint32_t slot);
+
+/* the same for a request of a flow that comes now, before its admission */
+int pa_queue_heavy_new(pa_queue_t *q, int32_t priority, uint64_t hash);
 
 /* whether place "a" goes before place "b" */
 int pa_queue_before(const pa_queue_slot_t *a, const pa_queue_slot_t *b);

@@ -225,6 +225,40 @@ main(void)
     s[4] = pa_queue_admit(&q, 0, 0, 10, 1, 7100);      /* no flow */
     n = pa_queue_top_flows(&q, 8, top);
     CHECK(n == 2);
+
+    /* queue_reserve=: the flows' counts, and who came while its flow waited */
+
+    CHECK(pa_queue_flow_waiting(&q, 0, 32) == 3);
+    CHECK(pa_queue_flow_waiting(&q, 0, 31) == 1);
+    CHECK(pa_queue_flow_waiting(&q, 0, 33) == 0);
+    CHECK(pa_queue_flow_waiting(&q, 5, 32) == 0);     /* another priority */
+    CHECK(pa_queue_flow_waiting(&q, 0, 0) == 0);
+    CHECK(!pa_queue_heavy(&q, (uint32_t) s[0]));
+    CHECK(!pa_queue_heavy(&q, (uint32_t) s[1]));
+    CHECK(pa_queue_heavy(&q, (uint32_t) s[2]));
+    CHECK(pa_queue_heavy(&q, (uint32_t) s[3]));
+    CHECK(!pa_queue_heavy(&q, (uint32_t) s[4]));
+    CHECK(q.head->flows_waiting == 3);
+
+    /*
+     * a burst of a flow behind a heavier one's backlog is not heavy: flow
+     * 32 with 6 waiting, 31 with 2, one without a flow (9 of 3 flows)
+     */
+
+    s[5] = pa_queue_admit(&q, 0, 32, 10, 1, 7100);
+    s[6] = pa_queue_admit(&q, 0, 32, 10, 1, 7100);
+    s[7] = pa_queue_admit(&q, 0, 32, 10, 1, 7100);
+    CHECK(pa_queue_heavy_new(&q, 0, 31) == 0);
+    CHECK(pa_queue_heavy_new(&q, 0, 32) == 1);
+    CHECK(pa_queue_heavy_new(&q, 0, 34) == 0);
+    s[8] = pa_queue_admit(&q, 0, 31, 10, 1, 7100);
+    CHECK(q.head->flows_waiting == 3 && q.head->waiting == 9);
+    CHECK(!pa_queue_heavy(&q, (uint32_t) s[8]));
+    CHECK(pa_queue_heavy(&q, (uint32_t) s[7]));
+
+    for (i = 5; i < 9; i++) {
+        pa_queue_leave(&q, (uint32_t) s[i], PA_QUEUE_RELEASED, 7150);
+    }
     CHECK(n == 2 && q.flows[top[0]].hash == 32 && q.flows[top[0]].waiting == 3
           && q.flows[top[1]].hash == 31 && q.flows[top[1]].waiting == 1);
     CHECK(pa_queue_top_flows(&q, 1, top) == 1 && q.flows[top[0]].hash == 32);
@@ -235,6 +269,7 @@ main(void)
     }
 
     CHECK(pa_queue_top_flows(&q, 8, top) == 0);
+    CHECK(q.head->flows_waiting == 0);
 
     /* a flow that timed out gives back its tag: it is not penalized */
 
@@ -325,14 +360,14 @@ main(void)
 
         memset(room, 0, sizeof(room));
         room[2] = 1;
-        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 1);
+        CHECK(pa_queue_pick(&q, room, 70, 0, 8, -1, out) == 1);
         CHECK(out[0] == (uint32_t) s[2] && room[2] == 0);
 
         /* one on A's, one on B's: A1 then B1, not A2 */
 
         room[0] = 1;
         room[3] = 1;
-        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 2);
+        CHECK(pa_queue_pick(&q, room, 70, 0, 8, -1, out) == 2);
         CHECK(out[0] == (uint32_t) s[0] && out[1] == (uint32_t) s[2]);
 
         /* server 69 (the second word): C1, then D1 takes what is left */
@@ -340,7 +375,7 @@ main(void)
         memset(room, 0, sizeof(room));
         room[69] = 1;
         room[5] = 1;
-        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 2);
+        CHECK(pa_queue_pick(&q, room, 70, 0, 8, -1, out) == 2);
         CHECK(out[0] == (uint32_t) s[3] && out[1] == (uint32_t) s[4]);
 
         /* stop: ends at the place asked for; k bounds */
@@ -348,9 +383,9 @@ main(void)
         memset(room, 0, sizeof(room));
         room[0] = 3;
         room[2] = 3;
-        CHECK(pa_queue_pick(&q, room, 70, 8, s[1], out) == 2);
+        CHECK(pa_queue_pick(&q, room, 70, 0, 8, s[1], out) == 2);
         CHECK(out[1] == (uint32_t) s[1] && room[0] == 1);
-        CHECK(pa_queue_pick(&q, room, 70, 1, -1, out) == 1);
+        CHECK(pa_queue_pick(&q, room, 70, 0, 1, -1, out) == 1);
         CHECK(out[0] == (uint32_t) s[0]);
 
         /* more room on a server: the place takes the one with the most */
@@ -358,13 +393,13 @@ main(void)
         memset(room, 0, sizeof(room));
         room[0] = 1;
         room[1] = 4;
-        CHECK(pa_queue_pick(&q, room, 70, 1, -1, out) == 1);
+        CHECK(pa_queue_pick(&q, room, 70, 0, 1, -1, out) == 1);
         CHECK(room[1] == 3 && room[0] == 1);
 
         /* nothing free: none */
 
         memset(room, 0, sizeof(room));
-        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 0);
+        CHECK(pa_queue_pick(&q, room, 70, 0, 8, -1, out) == 0);
     }
 
     free(mem);

@@ -1,0 +1,179 @@
+# queue_reserve=N: the last N places of each server are kept for requests
+# of flows that had nothing waiting when they came, so that a light
+# tenant's request goes at once while a heavy tenant's backlog waits.
+# One server of threshold=3, flow=$http_x_tenant; the backend's "/slow"
+# answers after about a second and logs when each request started.
+#
+# 1. queue_reserve=1: tenant N sends three requests (they go: 3 in
+#    flight), then three more, which wait (the 2nd and 3rd came while N's
+#    others waited: "heavy"); as N's first three end, the heavy ones are
+#    released only while the server has fewer than 3 - 1 in flight, so
+#    one place stays free; tenant Q's request then goes at once (waited
+#    0 ms) and starts before N's last.
+# 2. without it, the same: N's last takes the place and Q's request
+#    waits for one (it starts after N's last).  What 1 shows is the
+#    reserve's doing.
+
+use strict;
+use warnings;
+
+use Test::More;
+use JSON::PP ();
+use Time::HiRes qw(time sleep);
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use PrefixAware::Scenario qw(free_port wait_until rnd);
+
+srand 100;
+
+my $bport = free_port();
+
+my $be = PrefixAware::Scenario->new(name => 'backend');
+my $backends = $be->backends(b1 => $bport);
+$backends =~ s{(listen 127\.0\.0\.1:(\d+);\n)}
+              {$1        access_log logs/start.log start;\n}g;
+$be->start("    log_format start '\$msec \$request_time \$request_uri';\n"
+           . $backends);
+
+my $ng = PrefixAware::Scenario->new(name => 'reserve');
+my $listen = $ng->port;
+
+sub conf {
+    my ($params) = @_;
+    return <<"_EOC_";
+    log_format wait '\$status \$prefix_aware_wait \$request_uri';
+
+    upstream up {
+        prefix_aware threshold=3 queue=16 flow=\$http_x_tenant $params;
+        server 127.0.0.1:$bport;
+    }
+
+    server {
+        listen 127.0.0.1:$listen;
+        access_log logs/wait.log wait;
+        location = /status { access_log off; prefix_aware_status; }
+        location / { proxy_pass http://up; }
+    }
+_EOC_
+}
+
+sub status {
+    my $r = $ng->request(GET => '/status?format=json');
+    my $st = eval { JSON::PP::decode_json($r->{body}) } or return {};
+    return $st->{upstreams}{up} || {};
+}
+
+sub waiting { (status()->{queue} || {})->{waiting} // -1 }
+sub inflight { ($ng->inflight('up') || {})->{"127.0.0.1:$bport"} // -1 }
+
+# whether "a" started before "b" (the backend's log, once it has all 7)
+sub before {
+    my ($tag, $a, $b) = @_;
+    wait_until { @{ started($tag) } == 7 } 5;
+    my %at;
+    my $i = 0;
+    $at{$_} = $i++ for @{ started($tag) };
+    return defined $at{$a} && defined $at{$b} && $at{$a} < $at{$b};
+}
+
+# the order the backend started the requests tagged "tag" in
+sub started {
+    my ($tag) = @_;
+    open my $fh, '<', $be->root . '/logs/start.log' or return [];
+    my @ev;
+    while (<$fh>) {
+        my ($end, $took, $uri) = split;
+        push @ev, [ $end - $took, $1 ] if $uri =~ /[?&]t=$tag-(\w+)/;
+    }
+    CORE::close($fh);
+    return [ map { $_->[1] } sort { $a->[0] <=> $b->[0] } @ev ];
+}
+
+# the ms a request tagged "tag-name" waited, from nginx's access log
+# (written as the request ends: after its client may have read it)
+sub waited {
+    my ($tag, $name) = @_;
+    my $ms = -1;
+    wait_until {
+        open my $fh, '<', $ng->root . '/logs/wait.log' or return 0;
+        while (<$fh>) {
+            $ms = $1 if m{^\d+ (\d+) \S*[?&]t=$tag-$name\b};
+        }
+        CORE::close($fh);
+        $ms >= 0;
+    } 5;
+    return $ms;
+}
+
+sub send_one {
+    my ($tag, $name, $tenant) = @_;
+    my $c = $ng->conn or die "no connection\n";
+    $c->send(POST => "/slow?t=$tag-$name", headers => [ 'X-Tenant' => $tenant ],
+             body => rnd(100));
+    return $c;
+}
+
+# N's six requests: three go, three wait; returns the connections
+sub backlog {
+    my ($tag) = @_;
+    my @c;
+    for my $i (1 .. 3) {
+        push @c, send_one($tag, "n$i", 'n');
+        wait_until { inflight() >= $i } 5;
+    }
+    for my $i (4 .. 6) {
+        push @c, send_one($tag, "n$i", 'n');
+        wait_until { waiting() >= $i - 3 } 5;
+    }
+    return @c;
+}
+
+# 1. queue_reserve=1
+
+$ng->start(conf('queue_reserve=1'));
+is status()->{queue}{reserve}, 1, 'the status page shows queue_reserve';
+
+my @c = backlog('r');
+is waiting(), 3, 'N: 3 in flight, 3 wait';
+
+ok wait_until(sub { waiting() == 1 }, 5),
+   'as N\'s first ones end, two of its waiting ones are released';
+sleep 0.2;
+is waiting(), 1, 'the third stays: it would take the reserved place';
+is inflight(), 2, 'one place of three free on the server';
+
+my $t0 = time;
+push @c, send_one('r', 'q1', 'q');
+my @r = map { $_->read(20) } @c;
+is_deeply [ map { $_->{status} } @r ], [ (200) x 7 ], 'all answered';
+$_->close for @c;
+
+is waited('r', 'q1'), 0, 'Q\'s request did not wait';
+ok before('r', 'q1', 'n6'), 'Q\'s request started before N\'s last'
+    or diag explain started('r');
+
+# 2. without the reserve
+
+$ng->reload(conf(''));
+wait_until { (status()->{queue} || {})->{reserve} == 0 } 5;
+
+@c = backlog('o');
+ok wait_until(sub { waiting() == 0 }, 5),
+   'without the reserve, N\'s three waiting ones are released together';
+push @c, send_one('o', 'q1', 'q');
+@r = map { $_->read(20) } @c;
+is_deeply [ map { $_->{status} } @r ], [ (200) x 7 ], 'all answered';
+$_->close for @c;
+
+cmp_ok waited('o', 'q1'), '>', 200, 'Q\'s request waited for a place'
+    or diag(join '', do { open my $fh, '<', $ng->root . '/logs/wait.log'; <$fh> });
+ok before('o', 'n6', 'q1'), 'Q\'s request started after N\'s last'
+    or diag explain started('o');
+
+my @bad = grep { /\[(alert|crit|emerg)\]/ } $ng->log;
+is scalar(@bad), 0, 'no alert, crit or emerg in the error log';
+
+$ng->stop;
+$be->stop;
+
+done_testing;
