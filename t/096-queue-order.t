@@ -19,7 +19,6 @@ use strict;
 use warnings;
 
 use Test::More;
-use JSON::PP ();
 use Time::HiRes qw(time sleep);
 use FindBin;
 use lib "$FindBin::Bin/lib";
@@ -30,11 +29,7 @@ srand 96;
 my $bport = free_port();
 
 my $be = PrefixAware::Scenario->new(name => 'backend');
-my $backends = $be->backends(b1 => $bport);
-$backends =~ s{(listen 127\.0\.0\.1:(\d+);\n)}
-              {$1        access_log logs/start.log start;\n}g;
-$be->start("    log_format start '\$msec \$request_time \$request_uri';\n"
-           . $backends);
+$be->start_logged_backends(b1 => $bport);
 
 my $ng = PrefixAware::Scenario->new(name => 'order', workers => 2);
 my $listen = $ng->port;
@@ -60,27 +55,6 @@ $ng->start(conf('priority=$http_x_priority'));
 
 my ($wa, $wb) = @{ $ng->workers };
 
-sub status {
-    my $r = $ng->request(GET => '/status?format=json');
-    my $st = eval { JSON::PP::decode_json($r->{body}) } or return {};
-    return $st->{upstreams}{up}{queue} || {};
-}
-
-sub waiting { status()->{waiting} // -1 }
-
-# the order the backend started the requests tagged "tag" in
-sub started {
-    my ($tag) = @_;
-    open my $fh, '<', $be->root . '/logs/start.log' or return [];
-    my @ev;
-    while (<$fh>) {
-        my ($end, $took, $uri) = split;
-        push @ev, [ $end - $took, $1 ] if $uri =~ /[?&]t=$tag-(\w+)/;
-    }
-    CORE::close($fh);
-    return [ map { $_->[1] } sort { $a->[0] <=> $b->[0] } @ev ];
-}
-
 # sends each [name, headers, body] on a connection of worker A, B, A, ...;
 # the first one alone first, to take the server; returns the connections
 sub queue_up {
@@ -98,7 +72,7 @@ sub queue_up {
                 5;
         } else {
             my $n = $i - 1;
-            wait_until { waiting() >= $n } 5;
+            wait_until { $ng->waiting >= $n } 5;
         }
     }
     return @c;
@@ -109,7 +83,7 @@ sub queue_up {
 my @c = queue_up('p', [ 'first', [] ], [ 'b0', [ 'X-Priority' => 0 ] ],
                  [ 'c0', [ 'X-Priority' => 0 ] ],
                  [ 'd5', [ 'X-Priority' => 5 ] ]);
-is waiting(), 3, '3 wait';
+is $ng->waiting, 3, '3 wait';
 
 my $t0 = time;
 my $r = $ng->request(POST => '/slow?t=p-shed', headers => [ 'X-Priority' => -1 ],
@@ -122,10 +96,10 @@ ok $r->{headers}{'retry-after'}, 'with Retry-After';
 my @r = map { $_->read(20) } @c;
 is_deeply [ map { $_->{status} } @r ], [ 200, 200, 200, 200 ], 'all answered';
 $_->close for @c;
-is_deeply started('p'), [ qw(first d5 b0 c0) ],
+is_deeply $be->started('p'), [ qw(first d5 b0 c0) ],
           'priority 5 went before the earlier ones of 0';
 
-my $st = status();
+my $st = $ng->status->{queue} || {};
 my %band = map { ($_->{priority} => $_) } @{ $st->{bands} };
 is $band{5}{released}, 1, 'band 5: 1 released';
 is $band{0}{released}, 2, 'band 0: 2 released';
@@ -139,7 +113,7 @@ my $small = rnd(2000);
 @c = queue_up('f', [ 'first', [] ],
               (map { [ "n$_", [ ID_HEADER, 'tenant-n' ], $big ] } 1 .. 3),
               (map { [ "q$_", [ ID_HEADER, 'tenant-q' ], $small ] } 1 .. 3));
-$st = status();
+$st = $ng->status->{queue} || {};
 my @fl = @{ $st->{flows} || [] };
 my $sum = 0;
 $sum += $_->{waiting} for @fl;
@@ -150,7 +124,7 @@ ok @fl == 2 && $sum == $st->{waiting}
 @r = map { $_->read(30) } @c;
 is_deeply [ map { $_->{status} } @r ], [ (200) x 7 ], 'all answered';
 $_->close for @c;
-is_deeply started('f'), [ qw(first n1 q1 q2 q3 n2 n3) ],
+is_deeply $be->started('f'), [ qw(first n1 q1 q2 q3 n2 n3) ],
           'the small prompts of Q went before the rest of N\'s large ones';
 
 # 3. flow=$variable
@@ -163,7 +137,7 @@ $ng->reload(conf('flow=$http_x_tenant'));
 @r = map { $_->read(30) } @c;
 is_deeply [ map { $_->{status} } @r ], [ (200) x 5 ], 'all answered';
 $_->close for @c;
-is_deeply started('v'), [ qw(first n1 q1 q2 n2) ], 'flow=$http_x_tenant';
+is_deeply $be->started('v'), [ qw(first n1 q1 q2 n2) ], 'flow=$http_x_tenant';
 
 # 4. Prometheus
 

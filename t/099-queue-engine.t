@@ -14,7 +14,6 @@
 use strict;
 use warnings;
 
-use JSON::PP ();
 use Test::More;
 use Time::HiRes qw(time sleep);
 use FindBin;
@@ -74,17 +73,9 @@ $ng->start(<<"_EOC_");
     }
 _EOC_
 
-sub status {
-    my $r = $ng->request(GET => '/status?format=json');
-    my $st = eval { JSON::PP::decode_json($r->{body}) } or return {};
-    return $st->{upstreams}{up} || {};
-}
-
-sub waiting { (status()->{queue} || {})->{waiting} // -1 }
-
 sub reported {
     my ($n) = @_;
-    my $s = status()->{servers} or return 0;
+    my $s = $ng->status->{servers} or return 0;
     return 2 == grep { ($_->{engine}{waiting} // -1) == $n
                        && !$_->{engine}{stale} } @$s;
 }
@@ -94,9 +85,9 @@ ok wait_until(sub { reported(3) }, 5), 'both engines report 3 waiting';
 # 1.
 my $c = $ng->conn;
 $c->send(POST => '/x', body => rnd(500));
-ok wait_until(sub { waiting() == 1 }, 5), 'a request waits';
+ok wait_until(sub { $ng->waiting == 1 }, 5), 'a request waits';
 sleep 0.5;
-is waiting(), 1, 'and goes on waiting while both engines have a queue';
+is $ng->waiting, 1, 'and goes on waiting while both engines have a queue';
 
 # 2.
 my $t0 = time;
@@ -107,7 +98,7 @@ is $r->{status}, 200, 'released';
 is $r->{body}, "b2\n", 'to b2, whose engine has no queue';
 ok $took < 1, sprintf('%.2f s after its engine reported none', $took);
 $c->close;
-is waiting(), 0, 'nothing waits';
+is $ng->waiting, 0, 'nothing waits';
 
 # 3.
 $t0 = time;
@@ -120,7 +111,7 @@ page(b2 => 3);
 ok wait_until(sub { reported(3) }, 5), 'both report a queue again';
 page(b2 => undef);
 ok wait_until(sub {
-       my $s = status()->{servers} or return 0;
+       my $s = $ng->status->{servers} or return 0;
        grep { $_->{engine}{failing} } @$s;
    }, 5), 'b2\'s poll fails';
 $t0 = time;
@@ -128,7 +119,7 @@ $r = $ng->request(POST => '/x', body => rnd(500));
 is $r->{status}, 200, 'a request goes';
 ok time - $t0 < 0.5, 'at once: a failing report is no queue';
 
-my $q = status()->{queue};
+my $q = $ng->status->{queue};
 is $q->{released}, 1, '1 released';
 
 $ng->stop;

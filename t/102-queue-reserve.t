@@ -18,7 +18,6 @@ use strict;
 use warnings;
 
 use Test::More;
-use JSON::PP ();
 use Time::HiRes qw(time sleep);
 use FindBin;
 use lib "$FindBin::Bin/lib";
@@ -29,11 +28,7 @@ srand 100;
 my $bport = free_port();
 
 my $be = PrefixAware::Scenario->new(name => 'backend');
-my $backends = $be->backends(b1 => $bport);
-$backends =~ s{(listen 127\.0\.0\.1:(\d+);\n)}
-              {$1        access_log logs/start.log start;\n}g;
-$be->start("    log_format start '\$msec \$request_time \$request_uri';\n"
-           . $backends);
+$be->start_logged_backends(b1 => $bport);
 
 my $ng = PrefixAware::Scenario->new(name => 'reserve');
 my $listen = $ng->port;
@@ -57,36 +52,16 @@ sub conf {
 _EOC_
 }
 
-sub status {
-    my $r = $ng->request(GET => '/status?format=json');
-    my $st = eval { JSON::PP::decode_json($r->{body}) } or return {};
-    return $st->{upstreams}{up} || {};
-}
-
-sub waiting { (status()->{queue} || {})->{waiting} // -1 }
 sub inflight { ($ng->inflight('up') || {})->{"127.0.0.1:$bport"} // -1 }
 
 # whether "a" started before "b" (the backend's log, once it has all 7)
 sub before {
     my ($tag, $a, $b) = @_;
-    wait_until { @{ started($tag) } == 7 } 5;
+    wait_until { @{ $be->started($tag) } == 7 } 5;
     my %at;
     my $i = 0;
-    $at{$_} = $i++ for @{ started($tag) };
+    $at{$_} = $i++ for @{ $be->started($tag) };
     return defined $at{$a} && defined $at{$b} && $at{$a} < $at{$b};
-}
-
-# the order the backend started the requests tagged "tag" in
-sub started {
-    my ($tag) = @_;
-    open my $fh, '<', $be->root . '/logs/start.log' or return [];
-    my @ev;
-    while (<$fh>) {
-        my ($end, $took, $uri) = split;
-        push @ev, [ $end - $took, $1 ] if $uri =~ /[?&]t=$tag-(\w+)/;
-    }
-    CORE::close($fh);
-    return [ map { $_->[1] } sort { $a->[0] <=> $b->[0] } @ev ];
 }
 
 # the ms a request tagged "tag-name" waited, from nginx's access log
@@ -123,7 +98,7 @@ sub backlog {
     }
     for my $i (4 .. 6) {
         push @c, send_one($tag, "n$i", 'n');
-        wait_until { waiting() >= $i - 3 } 5;
+        wait_until { $ng->waiting >= $i - 3 } 5;
     }
     return @c;
 }
@@ -131,15 +106,15 @@ sub backlog {
 # 1. queue_reserve=1
 
 $ng->start(conf('queue_reserve=1'));
-is status()->{queue}{reserve}, 1, 'the status page shows queue_reserve';
+is $ng->status->{queue}{reserve}, 1, 'the status page shows queue_reserve';
 
 my @c = backlog('r');
-is waiting(), 3, 'N: 3 in flight, 3 wait';
+is $ng->waiting, 3, 'N: 3 in flight, 3 wait';
 
-ok wait_until(sub { waiting() == 1 }, 5),
+ok wait_until(sub { $ng->waiting == 1 }, 5),
    'as N\'s first ones end, two of its waiting ones are released';
 sleep 0.2;
-is waiting(), 1, 'the third stays: it would take the reserved place';
+is $ng->waiting, 1, 'the third stays: it would take the reserved place';
 is inflight(), 2, 'one place of three free on the server';
 
 my $t0 = time;
@@ -150,15 +125,15 @@ $_->close for @c;
 
 is waited('r', 'q1'), 0, 'Q\'s request did not wait';
 ok before('r', 'q1', 'n6'), 'Q\'s request started before N\'s last'
-    or diag explain started('r');
+    or diag explain $be->started('r');
 
 # 2. without the reserve
 
 $ng->reload(conf(''));
-wait_until { (status()->{queue} || {})->{reserve} == 0 } 5;
+wait_until { ($ng->status->{queue} || {})->{reserve} == 0 } 5;
 
 @c = backlog('o');
-ok wait_until(sub { waiting() == 0 }, 5),
+ok wait_until(sub { $ng->waiting == 0 }, 5),
    'without the reserve, N\'s three waiting ones are released together';
 push @c, send_one('o', 'q1', 'q');
 @r = map { $_->read(20) } @c;
@@ -168,7 +143,7 @@ $_->close for @c;
 cmp_ok waited('o', 'q1'), '>', 200, 'Q\'s request waited for a place'
     or diag(join '', do { open my $fh, '<', $ng->root . '/logs/wait.log'; <$fh> });
 ok before('o', 'n6', 'q1'), 'Q\'s request started after N\'s last'
-    or diag explain started('o');
+    or diag explain $be->started('o');
 
 my @bad = grep { /\[(alert|crit|emerg)\]/ } $ng->log;
 is scalar(@bad), 0, 'no alert, crit or emerg in the error log';

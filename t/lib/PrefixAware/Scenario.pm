@@ -140,6 +140,31 @@ sub backends {
     return $conf;
 }
 
+# starts backends() that log when they start each request (logs/start.log,
+# for started())
+sub start_logged_backends {
+    my ($self, %port) = @_;
+    my $conf = $self->backends(%port);
+    $conf =~ s{(listen 127\.0\.0\.1:\d+;\n)}
+              {$1        access_log logs/start.log start;\n}g;
+    return $self->start("    log_format start '\$msec \$request_time "
+                        . "\$request_uri';\n" . $conf);
+}
+
+# the order the backends of start_logged_backends() started the requests
+# tagged "tag" in: the names of their "t=tag-name" arguments
+sub started {
+    my ($self, $tag) = @_;
+    open my $fh, '<', "$self->{root}/logs/start.log" or return [];
+    my @ev;
+    while (<$fh>) {
+        my ($end, $took, $uri) = split;
+        push @ev, [ $end - $took, $1 ] if $uri =~ /[?&]t=$tag-(\w+)/;
+    }
+    CORE::close($fh);
+    return [ map { $_->[1] } sort { $a->[0] <=> $b->[0] } @ev ];
+}
+
 sub write_conf {
     my ($self, $http) = @_;
     my $root = $self->{root};
@@ -337,6 +362,21 @@ sub inflight {
     my $st = eval { JSON::PP::decode_json($r->{body}) } or return;
     my $up = $st->{upstreams}{ $upstream // 'up' } or return;
     return { map { ($_->{server} => $_->{inflight}) } @{ $up->{servers} || [] } };
+}
+
+# an upstream of the status page's JSON (needs a location /status with
+# prefix_aware_status): {} when it cannot be read
+sub status {
+    my ($self, $upstream) = @_;
+    my $r = $self->request(GET => '/status?format=json');
+    my $st = eval { JSON::PP::decode_json($r->{body}) } or return {};
+    return $st->{upstreams}{ $upstream // 'up' } || {};
+}
+
+# how many requests wait in the queue of an upstream (status), -1 if unknown
+sub waiting {
+    my ($self, $upstream) = @_;
+    return ($self->status($upstream)->{queue} || {})->{waiting} // -1;
 }
 
 # a one-shot request on its own connection
