@@ -1,7 +1,8 @@
 # Membership that follows DNS: "server pool.test:PORT resolve" in an
 # upstream with a zone, on nginx 1.27.3 and later (make test-nginx-new).
-# The test runs a DNS responder of its own on loopback (UDP, A records of
-# one name read from a file at each query, TTL 1; "resolver ... valid=1s")
+# The test runs a DNS responder of its own on loopback (PrefixAware::DNS:
+# A records of one name read from a file at each query, TTL 1;
+# "resolver ... valid=1s")
 # and backends on 127.0.0.2 .. 127.0.0.7, each answering its own name.
 #
 # With N = 4 addresses and 200 keys:
@@ -33,90 +34,17 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 use FindBin;
 use lib "$FindBin::Bin/lib";
+use PrefixAware::DNS;
 use PrefixAware::Scenario qw(free_port wait_until ID_HEADER);
-use IO::Socket::INET;
 use JSON::PP ();
-use File::Temp ();
+
+PrefixAware::DNS::skip_unless_resolve();
 
 my $bin = $PrefixAware::Scenario::Binary;
-my ($ver) = `$bin -v 2>&1` =~ m{nginx/(\d+\.\d+\.\d+)};
-my @v = split /\./, $ver // '0.0.0';
-
-if ($v[0] * 1000000 + $v[1] * 1000 + $v[2] < 1027003) {
-    plan skip_all => "nginx " . ($ver // '?') . " does not re-resolve "
-                     . "upstream names at run time (1.27.3 and later do)";
-}
-
 my $KEYS = 200;
 my $BPORT = free_port();
-my $DNS = free_port();
-
-my $dir = File::Temp::tempdir('pa-dns-XXXXXX', TMPDIR => 1, CLEANUP => 1);
-my $answers = "$dir/answers";
-
-sub answer {
-    my @addr = @_;
-    open my $fh, '>', "$answers.tmp" or die "$answers: $!\n";
-    print $fh map { "$_\n" } @addr;
-    close $fh;
-    rename "$answers.tmp", $answers or die "$answers: $!\n";
-}
-
-# the DNS responder: A records of pool.test from the file, NXDOMAIN for
-# other names, no records for other types
-sub dns {
-    my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $DNS,
-                                  Proto => 'udp')
-        or die "dns: $!\n";
-
-    while (1) {
-        my $from = $s->recv(my $q, 512) // next;
-        next if length $q < 17;
-
-        my ($id, $flags) = unpack 'n n', $q;
-        my ($off, @labels) = (12);
-
-        while ((my $len = ord substr $q, $off, 1) && $off < length $q) {
-            push @labels, substr $q, $off + 1, $len;
-            $off += $len + 1;
-        }
-
-        my $question = substr $q, 12, $off + 5 - 12;
-        my ($qtype) = unpack 'n', substr $q, $off + 1, 2;
-        my $name = lc join '.', @labels;
-
-        my @addr;
-        my $rcode = 0;
-
-        if ($name ne 'pool.test') {
-            $rcode = 3;
-
-        } elsif ($qtype == 1 && open my $fh, '<', $answers) {
-            @addr = grep { /^\d+\.\d+\.\d+\.\d+$/ } map { chomp; $_ } <$fh>;
-            close $fh;
-        }
-
-        my $r = pack('n n n n n n', $id, 0x8180 | ($flags & 0x0100) | $rcode,
-                     1, scalar @addr, 0, 0)
-                . $question;
-
-        for (@addr) {
-            $r .= pack('n n n N n', 0xc00c, 1, 1, 1, 4)
-                  . pack('C4', split /\./);
-        }
-
-        $s->send($r, 0, $from);
-    }
-}
-
-answer();
-
-my $dns_pid = fork // die "fork: $!\n";
-if ($dns_pid == 0) {
-    dns();
-    exit 0;
-}
-END { kill KILL => $dns_pid if $dns_pid; }
+my $dns = PrefixAware::DNS->new;
+my $DNS = $dns->port;
 
 my @addr = map { "127.0.0.$_" } 2 .. 7;
 my %name = map { ("$_:$BPORT" => "b" . (split /\./)[3]) } @addr;
@@ -187,7 +115,7 @@ _EOC_
 my $ng = PrefixAware::Scenario->new(name => 'resolve', workers => 2);
 my $listen = $ng->port;
 
-answer(@addr[0 .. 3]);
+$dns->answer(@addr[0 .. 3]);
 
 $ng->start(<<"_EOC_");
     resolver 127.0.0.1:$DNS valid=1s ipv6=off;
@@ -259,7 +187,7 @@ is(scalar(keys %used), 4, 'N=4: the keys are on the 4 servers');
 
 # 2. one address more
 
-answer(@addr[0 .. 4]);
+$dns->answer(@addr[0 .. 4]);
 change_to(want(@addr[0 .. 4]), 'added 127.0.0.6');
 
 my $m2 = map_keys();
@@ -278,7 +206,7 @@ is(scalar(grep { $m2->{$_} ne 'b6' } @moved), 0,
 
 my @was_b3 = grep { $m2->{$_} eq 'b3' } 1 .. $KEYS;
 
-answer(@addr[0, 2, 3, 4]);
+$dns->answer(@addr[0, 2, 3, 4]);
 change_to(want(@addr[0, 2, 3, 4]), 'removed 127.0.0.3');
 
 my $m3 = map_keys();
@@ -309,7 +237,7 @@ ok((wait_until {
        ($f->{"127.0.0.5:$BPORT"} // 0) == 4;
    } 5), '4 requests in flight on 127.0.0.5');
 
-answer(@addr[0, 2, 4]);
+$dns->answer(@addr[0, 2, 4]);
 change_to(want(@addr[0, 2, 4]), 'removed 127.0.0.5 with requests in flight');
 
 my $ended = 0;
@@ -365,9 +293,9 @@ my $zone = sub { my $st = status() or return -1; $st->{zone}{free_pages} };
 my $before = $zone->();
 
 for my $i (1 .. 5) {
-    answer(@addr[0 .. 5]);
+    $dns->answer(@addr[0 .. 5]);
     change_to(want(@addr[0 .. 5]), "churn $i: 6 servers");
-    answer(@addr[0, 2, 4]);
+    $dns->answer(@addr[0, 2, 4]);
     change_to(want(@addr[0, 2, 4]), "churn $i: 3 servers");
 }
 
@@ -381,7 +309,7 @@ ok((wait_until {
 
 my $log = $ng->log_size;
 
-answer();
+$dns->answer();
 ok((wait_until { servers() eq '' } 20), 'an empty answer leaves no server');
 
 my $r = $ng->request(GET => '/t', headers => [ID_HEADER, 'key-1']);
@@ -389,7 +317,7 @@ is($r->{status}, 502, 'no server: 502');
 like($ng->log($log), qr/\[error\].*upstream "up" has no servers/,
      'no server: an error log line');
 
-answer(@addr[0 .. 3]);
+$dns->answer(@addr[0 .. 3]);
 ok((wait_until { servers() eq want(@addr[0 .. 3]) } 20),
    'the servers come back');
 is(serve('key-1'), $m1->{1}, 'a key goes where it went with these servers');
@@ -403,7 +331,7 @@ $ng->stop;
 # 8. a server without "resolve" beside a resolved name: on the ring by its
 #    name; the same address from DNS too is on the ring once
 
-answer(@addr[0 .. 2]);
+$dns->answer(@addr[0 .. 2]);
 
 my $mx = PrefixAware::Scenario->new(name => 'resolve-mixed');
 my $mlisten = $mx->port;
@@ -445,7 +373,7 @@ for my $k (1 .. 60) {
 is(join(' ', sort keys %seen), 'b2 b3 b4 b7', 'mixed: keys on all 4 servers');
 
 $log = $mx->log_size;
-answer(@addr[0 .. 2], $addr[5]);
+$dns->answer(@addr[0 .. 2], $addr[5]);
 ok((wait_until { $mx->log($log) =~ /is twice in upstream "up"/ } 20),
    'mixed: an address both static and resolved is noticed');
 is(mixed(), want(@addr[0 .. 2], $addr[5]), 'mixed: and on the ring once');

@@ -7,7 +7,8 @@
 # (NGX_HTTP_PREFIX_AWARE_TEST at configure time, as t/newer/newer.mk
 # builds the module): a file "zone-full" in nginx's prefix.  The test
 # skips where nginx does not re-resolve names (before 1.27.3) or the
-# fault is not built in.  The DNS responder is t/090-resolve.t's.
+# fault is not built in.  The DNS responder is t/090-resolve.t's
+# (PrefixAware::DNS).
 
 use strict;
 use warnings;
@@ -16,19 +17,13 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 use FindBin;
 use lib "$FindBin::Bin/lib";
+use PrefixAware::DNS;
 use PrefixAware::Scenario qw(free_port wait_until ID_HEADER);
-use IO::Socket::INET;
 use JSON::PP ();
-use File::Temp ();
+
+PrefixAware::DNS::skip_unless_resolve();
 
 my $bin = $PrefixAware::Scenario::Binary;
-my ($ver) = `$bin -v 2>&1` =~ m{nginx/(\d+\.\d+\.\d+)};
-my @v = split /\./, $ver // '0.0.0';
-
-if ($v[0] * 1000000 + $v[1] * 1000 + $v[2] < 1027003) {
-    plan skip_all => "nginx " . ($ver // '?') . " does not re-resolve "
-                     . "upstream names at run time (1.27.3 and later do)";
-}
 
 # the fault is in the module, or in nginx built with it
 my $with_fault = 0;
@@ -45,74 +40,8 @@ plan skip_all => 'a build without the test faults '
     unless $with_fault;
 
 my $BPORT = free_port();
-my $DNS = free_port();
-
-my $dir = File::Temp::tempdir('pa-dns-XXXXXX', TMPDIR => 1, CLEANUP => 1);
-my $answers = "$dir/answers";
-
-sub answer {
-    my @addr = @_;
-    open my $fh, '>', "$answers.tmp" or die "$answers: $!\n";
-    print $fh map { "$_\n" } @addr;
-    close $fh;
-    rename "$answers.tmp", $answers or die "$answers: $!\n";
-}
-
-# the DNS responder: A records of pool.test from the file, NXDOMAIN for
-# other names, no records for other types
-sub dns {
-    my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $DNS,
-                                  Proto => 'udp')
-        or die "dns: $!\n";
-
-    while (1) {
-        my $from = $s->recv(my $q, 512) // next;
-        next if length $q < 17;
-
-        my ($id, $flags) = unpack 'n n', $q;
-        my ($off, @labels) = (12);
-
-        while ((my $len = ord substr $q, $off, 1) && $off < length $q) {
-            push @labels, substr $q, $off + 1, $len;
-            $off += $len + 1;
-        }
-
-        my $question = substr $q, 12, $off + 5 - 12;
-        my ($qtype) = unpack 'n', substr $q, $off + 1, 2;
-        my $name = lc join '.', @labels;
-
-        my @addr;
-        my $rcode = 0;
-
-        if ($name ne 'pool.test') {
-            $rcode = 3;
-
-        } elsif ($qtype == 1 && open my $fh, '<', $answers) {
-            @addr = grep { /^\d+\.\d+\.\d+\.\d+$/ } map { chomp; $_ } <$fh>;
-            close $fh;
-        }
-
-        my $r = pack('n n n n n n', $id, 0x8180 | ($flags & 0x0100) | $rcode,
-                     1, scalar @addr, 0, 0)
-                . $question;
-
-        for (@addr) {
-            $r .= pack('n n n N n', 0xc00c, 1, 1, 1, 4)
-                  . pack('C4', split /\./);
-        }
-
-        $s->send($r, 0, $from);
-    }
-}
-
-answer();
-
-my $dns_pid = fork // die "fork: $!\n";
-if ($dns_pid == 0) {
-    dns();
-    exit 0;
-}
-END { kill KILL => $dns_pid if $dns_pid; }
+my $dns = PrefixAware::DNS->new;
+my $DNS = $dns->port;
 
 my @addr = map { "127.0.0.$_" } 2 .. 5;
 my %name = map { ("$_:$BPORT" => "b" . (split /\./)[3]) } @addr;
@@ -130,7 +59,7 @@ my $ng = PrefixAware::Scenario->new(name => 'resolve-retry', workers => 1);
 my $listen = $ng->port;
 my $full = $ng->root . '/zone-full';
 
-answer(@addr[0 .. 1]);
+$dns->answer(@addr[0 .. 1]);
 
 $ng->start(<<"_EOC_");
     resolver 127.0.0.1:$DNS valid=1s ipv6=off;
@@ -187,7 +116,7 @@ is(reached(), 'b2 b3', 'requests reach the 2 servers');
 open my $fh, '>', $full or die "$full: $!\n";
 close $fh;
 
-answer(@addr);
+$dns->answer(@addr);
 
 ok((wait_until { logged(qr/cannot follow the servers of upstream "up", it keeps the 2 it had, and tries again/) } 20),
    'zone full: the view of 4 servers is not made, the 2 are kept')

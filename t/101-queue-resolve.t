@@ -1,10 +1,10 @@
 # queue= with "server ... resolve": the queue counts the servers of each
 # worker's current view of the re-resolved peers (nginx 1.27.3 and later;
 # skips on 1.22.1, make test-nginx-new runs it).  A DNS responder of the
-# test's own on loopback (as t/090-resolve.t), TTL 1, "valid=1s"; backends
-# on 127.0.0.2 .. 127.0.0.4 answering their own name, "/slow" after about
-# 8 s on b2 and 4 s on b3 and b4 (limit_rate), "/" at once; threshold=1,
-# queue_timeout=10s.
+# test's own on loopback (PrefixAware::DNS, as t/090-resolve.t), TTL 1,
+# "valid=1s"; backends on 127.0.0.2 .. 127.0.0.4 answering their own
+# name, "/slow" after about 8 s on b2 and 4 s on b3 and b4 (limit_rate),
+# "/" at once; threshold=1, queue_timeout=10s.
 #
 # 1. the configuration is accepted (it was an error before);
 # 2. one address (b2) held by a slow request: requests wait; a second
@@ -23,89 +23,15 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 use FindBin;
 use lib "$FindBin::Bin/lib";
+use PrefixAware::DNS;
 use PrefixAware::Scenario qw(free_port wait_until);
-use IO::Socket::INET;
 use JSON::PP ();
-use File::Temp ();
 
-my $bin = $PrefixAware::Scenario::Binary;
-my ($ver) = `$bin -v 2>&1` =~ m{nginx/(\d+\.\d+\.\d+)};
-my @v = split /\./, $ver // '0.0.0';
-
-if ($v[0] * 1000000 + $v[1] * 1000 + $v[2] < 1027003) {
-    plan skip_all => "nginx " . ($ver // '?') . " does not re-resolve "
-                     . "upstream names at run time (1.27.3 and later do)";
-}
+PrefixAware::DNS::skip_unless_resolve();
 
 my $BPORT = free_port();
-my $DNS = free_port();
-
-my $dir = File::Temp::tempdir('pa-dns-XXXXXX', TMPDIR => 1, CLEANUP => 1);
-my $answers = "$dir/answers";
-
-sub answer {
-    my @addr = @_;
-    open my $fh, '>', "$answers.tmp" or die "$answers: $!\n";
-    print $fh map { "$_\n" } @addr;
-    close $fh;
-    rename "$answers.tmp", $answers or die "$answers: $!\n";
-}
-
-# the DNS responder: A records of pool.test from the file, NXDOMAIN for
-# other names, no records for other types
-sub dns {
-    my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $DNS,
-                                  Proto => 'udp')
-        or die "dns: $!\n";
-
-    while (1) {
-        my $from = $s->recv(my $q, 512) // next;
-        next if length $q < 17;
-
-        my ($id, $flags) = unpack 'n n', $q;
-        my ($off, @labels) = (12);
-
-        while ((my $len = ord substr $q, $off, 1) && $off < length $q) {
-            push @labels, substr $q, $off + 1, $len;
-            $off += $len + 1;
-        }
-
-        my $question = substr $q, 12, $off + 5 - 12;
-        my ($qtype) = unpack 'n', substr $q, $off + 1, 2;
-        my $name = lc join '.', @labels;
-
-        my @addr;
-        my $rcode = 0;
-
-        if ($name ne 'pool.test') {
-            $rcode = 3;
-
-        } elsif ($qtype == 1 && open my $fh, '<', $answers) {
-            @addr = grep { /^\d+\.\d+\.\d+\.\d+$/ } map { chomp; $_ } <$fh>;
-            close $fh;
-        }
-
-        my $r = pack('n n n n n n', $id, 0x8180 | ($flags & 0x0100) | $rcode,
-                     1, scalar @addr, 0, 0)
-                . $question;
-
-        for (@addr) {
-            $r .= pack('n n n N n', 0xc00c, 1, 1, 1, 4)
-                  . pack('C4', split /\./);
-        }
-
-        $s->send($r, 0, $from);
-    }
-}
-
-answer();
-
-my $dns_pid = fork // die "fork: $!\n";
-if ($dns_pid == 0) {
-    dns();
-    exit 0;
-}
-END { kill KILL => $dns_pid if $dns_pid; }
+my $dns = PrefixAware::DNS->new;
+my $DNS = $dns->port;
 
 my @addr = map { "127.0.0.$_" } 2 .. 4;
 my %name = map { ("$_:$BPORT" => "b" . (split /\./)[3]) } @addr;
@@ -130,7 +56,7 @@ $be->start(join '', map {
 my $ng = PrefixAware::Scenario->new(name => 'qresolve', workers => 2);
 my $listen = $ng->port;
 
-answer($addr[0]);
+$dns->answer($addr[0]);
 
 $ng->start(<<"_EOC_");
     resolver 127.0.0.1:$DNS valid=1s ipv6=off;
@@ -193,7 +119,7 @@ my ($hold) = send_n(1, '/slow');
 my @w = send_n(2, '/');
 ok wait_until(sub { waiting() == 2 }, 5), '2 requests wait for b2';
 my $t0 = time;
-answer(@addr[0, 1]);
+$dns->answer(@addr[0, 1]);
 my @r = map { $_->read(10) } @w;
 my $took = time - $t0;
 is_deeply [ map { $_->{status} } @r ], [ 200, 200 ], 'both answered 200';
@@ -218,7 +144,7 @@ ok wait_until(sub {
 my ($w3) = send_n(1, '/');
 ok wait_until(sub { waiting() == 1 }, 5), 'a request waits';
 $t0 = time;
-answer($addr[0]);
+$dns->answer($addr[0]);
 ok((wait_until { servers() eq want($addr[0]) } 10), 'b3 left the view');
 my $r3 = $w3->read(15);
 $took = time - $t0;
@@ -235,13 +161,13 @@ $_->close for @h, $w3;
 ($hold) = send_n(1, '/slow');
 ($w3) = send_n(1, '/');
 ok wait_until(sub { waiting() == 1 }, 5), 'a request waits for b2';
-answer();
+$dns->answer();
 $r3 = $w3->read(15);
 is $r3->{status}, 429, 'no server in the view: answered 429 at the time out';
 like $r3->{body}, qr/time out/, 'the reason';
 $hold->read(15);
 $_->close for $hold, $w3;
-answer(@addr[0, 2]);
+$dns->answer(@addr[0, 2]);
 ok((wait_until { servers() eq want(@addr[0, 2]) } 10), 'b2 and b4 are back');
 my $r4 = $ng->request(GET => '/');
 is $r4->{status}, 200, 'and serve';
