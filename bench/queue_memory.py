@@ -32,12 +32,9 @@ OUT (build/queue_memory.md).  Loopback only; every phase has a timeout.
 
 import asyncio
 import json
-import multiprocessing
 import os
 import resource
-import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,12 +42,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stream_memory import body, free_port, rss_kb  # noqa: E402
+from stream_memory import (backend_process as serve, free_port,  # noqa: E402
+                           post, proc_kb, rss_kb, run_nginx, start_backend,
+                           stop_nginx, worker_pids)
 
 N = int(os.environ.get("N", "10000"))
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 WORKERS = int(os.environ.get("WORKERS", "2"))
-NGINX = os.environ.get("NGINX", "/usr/sbin/nginx")
 MODULE = os.environ.get("MODULE", "objs/ngx_http_prefix_aware_module.so")
 OUT = os.environ.get("OUT", "build/queue_memory.md")
 BODY_CHARS = int(os.environ.get("BODY_CHARS", "12000"))
@@ -82,21 +80,11 @@ async def hold(reader, writer):
 def backend_process(sock):
     resource.setrlimit(resource.RLIMIT_NOFILE,
                        (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
-
-    async def serve():
-        server = await asyncio.start_server(hold, sock=sock, backlog=4096)
-        async with server:
-            await server.serve_forever()
-
-    asyncio.run(serve())
+    serve(sock, hold)
 
 
 def pss_kb(pid):
-    with open("/proc/%d/smaps_rollup" % pid) as f:
-        for line in f:
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    raise RuntimeError("no Pss")
+    return proc_kb(pid, "smaps_rollup", "Pss")
 
 
 def memory(workers):
@@ -108,55 +96,10 @@ def start_nginx(arm, port, backend_port):
     d = tempfile.mkdtemp(prefix="pa-queuemem-")
     fds = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1],
               3 * N // WORKERS + 2048)
-    conf = """
-load_module %s;
-worker_processes %d;
-worker_rlimit_nofile %d;
-daemon on;
-pid %s/nginx.pid;
-error_log %s/error.log warn;
-events { worker_connections %d; }
-http {
-    access_log off;
-    client_body_temp_path %s;
-    proxy_temp_path %s;
-    upstream up {
-        %s
-        server 127.0.0.1:%d;
-    }
-    server {
-        listen 127.0.0.1:%d backlog=4096 reuseport;
-        client_max_body_size 1m;
-        location = /status { prefix_aware_status; }
-        location / {
-            proxy_pass http://up;
-            proxy_http_version 1.1;
-            proxy_buffering off;
-            proxy_read_timeout 600s;
-        }
-    }
-}
-""" % (os.path.abspath(MODULE), WORKERS, fds, d, d, fds - 1024, d, d,
-       ARMS[arm], backend_port, port)
-    with open(os.path.join(d, "nginx.conf"), "w") as f:
-        f.write(conf)
-    subprocess.run([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf")],
-                   check=True)
-    for _ in range(100):
-        try:
-            with open(os.path.join(d, "nginx.pid")) as f:
-                return d, int(f.read())
-        except (FileNotFoundError, ValueError):
-            time.sleep(0.05)
-    raise RuntimeError("nginx did not start")
-
-
-def worker_pids(master):
-    out = subprocess.run(["pgrep", "-P", str(master)], capture_output=True,
-                         text=True).stdout.split()
-    if len(out) != WORKERS:
-        raise RuntimeError("expected %d workers, got %r" % (WORKERS, out))
-    return [int(p) for p in out]
+    return d, run_nginx(d, "load_module %s;" % os.path.abspath(MODULE),
+                        WORKERS, fds, ARMS[arm], backend_port, port,
+                        "reuseport",
+                        "location = /status { prefix_aware_status; }")
 
 
 async def status(port):
@@ -180,12 +123,7 @@ async def until(port, arm, n):
 
 
 async def client(port, i, opened, release):
-    data = body(i)
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                 b"Content-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n" % len(data) + data)
-    await writer.drain()
+    reader, writer = await post(port, i)
     opened.append(i)
     await release.wait()
     writer.close()
@@ -203,19 +141,12 @@ async def send(port, first, n, release):
 
 
 async def one_round(arm):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(4096)
-    backend_port = sock.getsockname()[1]
-    be = multiprocessing.Process(target=backend_process, args=(sock,),
-                                 daemon=True)
-    be.start()
-    sock.close()
+    be, backend_port = start_backend(backend_process)
     port = free_port()
     d, master = start_nginx(arm, port, backend_port)
     try:
         await asyncio.sleep(0.3)
-        workers = worker_pids(master)
+        workers = worker_pids(master, WORKERS)
 
         # the server held by one request for the whole round
         keep = asyncio.Event()
@@ -263,15 +194,7 @@ async def one_round(arm):
                 (during[1] - before[1]) * 1024 / N, took,
                 (trimmed[0] - before[0]) * 1024 / N)
     finally:
-        subprocess.run([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf"),
-                        "-s", "stop"], capture_output=True)
-        be.terminate()
-        be.join()
-        for _ in range(100):
-            if not os.path.exists(os.path.join(d, "nginx.pid")):
-                break
-            time.sleep(0.05)
-        shutil.rmtree(d, ignore_errors=True)
+        stop_nginx(d, be)
 
 
 async def main():

@@ -108,17 +108,31 @@ class Backend:
             writer.close()
 
 
-def backend_process(sock):
+def backend_process(sock, handle=None):
     """The backend in a process of its own, so that neither it nor the
-    clients need more descriptors than the hard limit allows."""
+    clients need more descriptors than the hard limit allows; "handle"
+    serves a connection (Backend's by default)."""
 
     async def serve():
-        server = await asyncio.start_server(Backend().handle, sock=sock,
-                                            backlog=4096)
+        server = await asyncio.start_server(handle or Backend().handle,
+                                            sock=sock, backlog=4096)
         async with server:
             await server.serve_forever()
 
     asyncio.run(serve())
+
+
+def start_backend(target=backend_process):
+    """target(sock) in a process of its own serves a listening socket on a
+    free loopback port: (the process, the port)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(4096)
+    port = sock.getsockname()[1]
+    be = multiprocessing.Process(target=target, args=(sock,), daemon=True)
+    be.start()
+    sock.close()
+    return be, port
 
 
 def body(i):
@@ -130,40 +144,54 @@ def body(i):
                        "messages": msg}).encode()
 
 
-async def client(port, i, held, release):
+async def post(port, i):
+    """Sends the chat body i on a new connection: (reader, writer)."""
     data = body(i)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
                  b"Content-Type: application/json\r\n"
                  b"Content-Length: %d\r\n\r\n" % len(data) + data)
     await writer.drain()
+    return reader, writer
+
+
+async def client(port, i, held, release):
+    reader, writer = await post(port, i)
     await reader.readuntil(b"data: token")
     held.append(i)
     await release.wait()
     writer.close()
 
 
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
+def proc_kb(pid, name="status", field="VmRSS"):
+    """A field of /proc/PID/name, in kB."""
+    with open("/proc/%d/%s" % (pid, name)) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
+    raise RuntimeError("no " + field)
 
 
-def worker_pids(master):
+def rss_kb(pid):
+    return proc_kb(pid, "status", "VmRSS")
+
+
+def worker_pids(master, n=None):
+    """The pids of master's n (WORKERS) workers."""
+    n = WORKERS if n is None else n
     out = subprocess.run(["pgrep", "-P", str(master)], capture_output=True,
                          text=True).stdout.split()
-    if len(out) != WORKERS:
-        raise RuntimeError("expected %d workers, got %r" % (WORKERS, out))
+    if len(out) != n:
+        raise RuntimeError("expected %d workers, got %r" % (n, out))
     return [int(p) for p in out]
 
 
-def start_nginx(arm, port, backend_port):
-    d = tempfile.mkdtemp(prefix="pa-streammem-")
-    load = ""
-    if ARMS[arm].startswith("prefix_aware") and MODULE:
-        load = "load_module %s;" % os.path.abspath(MODULE)
+def run_nginx(d, load, workers, fds, upstream, backend_port, port, listen,
+              locations=""):
+    """Writes d/nginx.conf, workers with fds descriptors each in front of
+    the backend at backend_port ("upstream": the balancer's line; "listen":
+    parameters added to the listen line; "locations": beside "location /"),
+    starts nginx there and returns its master's pid."""
     conf = """
 %s
 worker_processes %d;
@@ -183,6 +211,7 @@ http {
     server {
         listen 127.0.0.1:%d backlog=4096 %s;
         client_max_body_size 1m;
+        %s
         location / {
             proxy_pass http://up;
             proxy_http_version 1.1;
@@ -191,8 +220,8 @@ http {
         }
     }
 }
-""" % (load, WORKERS, FDS, d, d, FDS - 1024, d, d,
-       ARMS[arm], backend_port, port, "reuseport" if WORKERS > 1 else "")
+""" % (load, workers, fds, d, d, fds - 1024, d, d,
+       upstream, backend_port, port, listen, locations)
     with open(os.path.join(d, "nginx.conf"), "w") as f:
         f.write(conf)
     subprocess.run([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf")],
@@ -200,21 +229,36 @@ http {
     for _ in range(100):
         try:
             with open(os.path.join(d, "nginx.pid")) as f:
-                return d, int(f.read())
+                return int(f.read())
         except (FileNotFoundError, ValueError):
             time.sleep(0.05)
     raise RuntimeError("nginx did not start")
 
 
+def stop_nginx(d, be):
+    """Stops the nginx of d and the backend process be; removes d."""
+    subprocess.run([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf"),
+                    "-s", "stop"], capture_output=True)
+    be.terminate()
+    be.join()
+    for _ in range(100):
+        if not os.path.exists(os.path.join(d, "nginx.pid")):
+            break
+        time.sleep(0.05)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def start_nginx(arm, port, backend_port):
+    d = tempfile.mkdtemp(prefix="pa-streammem-")
+    load = ""
+    if ARMS[arm].startswith("prefix_aware") and MODULE:
+        load = "load_module %s;" % os.path.abspath(MODULE)
+    return d, run_nginx(d, load, WORKERS, FDS, ARMS[arm], backend_port, port,
+                        "reuseport" if WORKERS > 1 else "")
+
+
 async def one_round(arm):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(4096)
-    backend_port = sock.getsockname()[1]
-    be = multiprocessing.Process(target=backend_process, args=(sock,),
-                                 daemon=True)
-    be.start()
-    sock.close()
+    be, backend_port = start_backend()
     port = free_port()
     d, master = start_nginx(arm, port, backend_port)
     try:
@@ -250,15 +294,7 @@ async def one_round(arm):
                                PHASE_TIMEOUT)
         return (during - before) / STREAMS
     finally:
-        subprocess.run([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf"),
-                        "-s", "stop"], capture_output=True)
-        be.terminate()
-        be.join()
-        for _ in range(100):
-            if not os.path.exists(os.path.join(d, "nginx.pid")):
-                break
-            time.sleep(0.05)
-        shutil.rmtree(d, ignore_errors=True)
+        stop_nginx(d, be)
 
 
 async def wait_held(held, n):
