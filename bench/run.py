@@ -1686,10 +1686,10 @@ def seeds_for(wlname, opts):
 
 
 # workloads whose contexts need a larger engine cache than --kv-blocks'
-# preset: agentic histories reach 128k tokens, so each instance gets
-# 24,576 blocks (393,216 tokens, what an H100 80GB holds for
+# preset: agentic histories and uneven prompts reach 128k tokens, so each
+# instance gets 24,576 blocks (393,216 tokens, what an H100 80GB holds for
 # Llama-3.1-8B: see docs/benchmarks.md); an explicit --kv-blocks wins
-WORKLOAD_KV_BLOCKS = {"agentic": 24576}
+WORKLOAD_KV_BLOCKS = {"agentic": 24576, "uneven": 24576}
 
 # the parameters that make a workload's population (documents, prompts,
 # files, tenants, adapters, apps), multiplied by --scale with the rate

@@ -391,6 +391,17 @@ class TestWorkloads(unittest.TestCase):
             for r in a.requests:
                 llmsim.parse_prompt(r.path, r.body)   # the simulator takes it
 
+    def test_uneven_lengths(self):
+        w = workloads.generate("uneven", n=400)
+        toks = sorted(len(r.body) / workloads.BYTES_PER_TOKEN
+                      for r in w.requests)
+        p50, p90 = toks[len(toks) // 2], toks[int(len(toks) * 0.9)]
+        self.assertTrue(3000 < p50 < 9000, p50)
+        self.assertTrue(30000 < p90 < 110000, p90)
+        self.assertLess(toks[-1], 131072)          # the simulator's limit
+        new = sum(1 for r in w.requests if r.turn == 0)
+        self.assertTrue(0.8 < new / len(w.requests) < 0.95, new)
+
     def test_rag_shares_documents(self):
         w = workloads.generate("rag", n=200)
         groups = [r.group for r in w.requests]

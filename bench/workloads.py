@@ -123,6 +123,23 @@ PARAMS = {
         output_tokens=(150, 0.8, 8, 500),
         js_share=0.5,
     ),
+    # mostly unique prompts of very uneven length (issue 43, item 2: a
+    # production-like trace where 87 % of requests share no prefix with an
+    # earlier one, input median about 5,500 tokens, P90 about 70,000;
+    # output median about 170 tokens; about 15 requests a second on 4
+    # instances): lognormal input lengths, capped below the simulator's
+    # max-model-len (131,072; the trace's longest, about 270,000, would not
+    # fit), and a share of follow-ups that extend a recent request
+    "uneven": dict(
+        n=400, rate=15.0, seed=12,
+        prompt_tokens=(5500, 1.99, 100, 120000),   # lognormal: median,
+                                                  # sigma, lo, hi
+        output_tokens=(170, 0.9, 8, 2000),
+        follow_share=0.13,        # extend one of the last `recent` requests
+        recent=50,
+        follow_tokens=(300, 1.0, 20, 4000),
+        js_share=0.5,
+    ),
     "tenants": dict(
         n=600, rate=16.0, seed=6,
         tenants=4,               # system prompts, each shared by many users
@@ -201,6 +218,10 @@ DESCRIPTIONS = {
                "by many users, each user 12-18 turns whose history grows",
     "lora": "LoRA adapters: 8 adapters (Zipf-popular), each on 2 of 4 "
             "instances, 3 system prompts of 1000-2500 tokens per adapter",
+    "uneven": "mostly unique prompts of very uneven length: lognormal "
+              "input (median 5,500 tokens, P90 about 70,000, at most "
+              "120,000), output median 170 tokens, 13 % follow-ups of a "
+              "recent request (issue 43)",
     "noisy": "a noisy tenant: 8 tenants with system prompts of 3000 tokens "
              "of their own, single questions of 100-200 tokens, answers of "
              "200-400; tenant 0 sends noisy times each other one's rate "
@@ -662,6 +683,37 @@ def gen_noisy(p):
     return reqs[:p["n"]]
 
 
+def gen_uneven(p):
+    """Mostly unique prompts of very uneven length (issue 43, item 2).
+    Each request is a new single-message conversation of a lognormal
+    length, or (follow_share) a follow-up of one of the last `recent`
+    requests: its messages, an answer and a new question, so that it
+    shares that request's whole prompt.  group = the conversation."""
+    rng = random.Random(p["seed"])
+    times = poisson_times(rng, p["n"], p["rate"])
+    reqs = []
+    convs = []                    # (messages, group) of earlier requests
+    for i, t in enumerate(times):
+        style = _style(rng, p)
+        out = lognormal(rng, *p["output_tokens"])
+        if convs and rng.random() < p["follow_share"]:
+            prev, g = rng.choice(convs[-p["recent"]:])
+            msgs = prev + [
+                {"role": "assistant", "content": text(rng, 60)},
+                {"role": "user",
+                 "content": text(rng, lognormal(rng, *p["follow_tokens"]))}]
+            turn = 1
+        else:
+            g = "u%d" % i
+            msgs = [{"role": "user", "content": "(request %d) %s" % (
+                i, text(rng, lognormal(rng, *p["prompt_tokens"])))}]
+            turn = 0
+        convs.append((msgs, g))
+        reqs.append(Request(t, i, turn, "/v1/chat/completions",
+                            chat_body(msgs, out, style), g, out, style))
+    return reqs
+
+
 def gen_agentic(p):
     """Tool-calling agents (after the agent traces that 2025-26 traffic
     moved to: a long tool-schema system prompt, a task, then a loop of
@@ -856,7 +908,8 @@ def gen_lora(p):
 
 GENERATORS = {"rag": gen_rag, "chat": gen_chat, "templated": gen_templated,
               "code": gen_code, "short": gen_short, "tenants": gen_tenants,
-              "lora": gen_lora, "agentic": gen_agentic, "noisy": gen_noisy,
+              "lora": gen_lora, "agentic": gen_agentic, "uneven": gen_uneven,
+              "noisy": gen_noisy,
               "noisy_equal": gen_noisy, "noisy_quiet": gen_noisy}
 # the workloads of make bench; "noisy" (issue 45's noisy tenant) runs by
 # name only (bench/noisy.py)
