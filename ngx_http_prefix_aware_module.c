@@ -281,14 +281,7 @@ ngx_http_prefix_aware_init_peer(ngx_http_request_t *r,
     }
 
     ngx_http_prefix_aware_state_start(r, pd);
-
-    if (pd->state_id && pd->state_server == 0 && pacf->sync) {
-
-        /* another host's id may be waiting in the socket: read, look again */
-
-        ngx_http_prefix_aware_sync_drain(pacf->sync, r->connection->log);
-        ngx_http_prefix_aware_state_lookup(r, pd, 1);
-    }
+    ngx_http_prefix_aware_sync_unknown(r, pd);
 
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "prefix_aware key: %016uxL source:%V id:%ui api:%V",

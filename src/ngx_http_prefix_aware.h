@@ -973,8 +973,8 @@ void ngx_http_prefix_aware_sync_prometheus_socket(
 void ngx_http_prefix_aware_sync_servers(ngx_http_prefix_aware_sync_t *sy);
 uint64_t ngx_http_prefix_aware_sync_wall(void);
 void ngx_http_prefix_aware_sync_receive(ngx_connection_t *c);
-void ngx_http_prefix_aware_sync_drain(ngx_http_prefix_aware_sync_t *sy,
-    ngx_log_t *log);
+void ngx_http_prefix_aware_sync_unknown(ngx_http_request_t *r,
+    ngx_http_prefix_aware_peer_data_t *pd);
 void ngx_http_prefix_aware_sync_quiet(ngx_http_prefix_aware_sync_t *sy);
 void ngx_http_prefix_aware_sync_json(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_http_prefix_aware_writer_t *w);
