@@ -823,13 +823,17 @@ async def _do_request(session, url, req, body, rec, timeout):
     # delta event for the Responses and Messages APIs (whose streams open
     # with events sent before any token)
     api = req.path.endswith(API_PATHS)
+    headers = {"Content-Type": "application/json",
+               "Accept": "text/event-stream",
+               "X-Bench-Session": str(req.session),
+               "X-Bench-Group": str(req.group)}
+    if req.priority is not None:
+        # the workload's band (prio): for prefix_aware priority=$variable
+        headers["X-Bench-Priority"] = str(req.priority)
     try:
-        async with session.post(url + req.path, data=body, headers={
-                "Content-Type": "application/json",
-                "Accept": "text/event-stream",
-                "X-Bench-Session": str(req.session),
-                "X-Bench-Group": str(req.group)},
-                timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+        async with session.post(url + req.path, data=body, headers=headers,
+                                timeout=aiohttp.ClientTimeout(
+                                    total=timeout)) as r:
             rec.status = r.status
             rec.instance = r.headers.get("X-Instance")
             rec.arm = r.headers.get("X-Prefix-Aware-Strategy")
@@ -1126,7 +1130,11 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
 
 def write_trace(outdir, strategy, wl, reqs, recs, t0, opts):
     """One JSON line per request: what it was, where it went, what it hit
-    (--trace DIR; for looking into a run, not used by the reports)."""
+    (--trace DIR; read by bench/noisy_report.py and bench/prio_report.py,
+    not by run.py's reports).  Times in model seconds: t the arrival in
+    the stream, wait the send's delay after it, ttft, queued (the wait in
+    the module's queue), done (the answer's end, from the run's start);
+    band: the request's X-Bench-Priority (workload prio), else null."""
     os.makedirs(outdir, exist_ok=True)
     path = os.path.join(outdir, "%s-%s-%s.jsonl" % (
         wl.name, strategy, wl.params.get("seed")))
@@ -1135,14 +1143,16 @@ def write_trace(outdir, strategy, wl, reqs, recs, t0, opts):
         for q, r in zip(reqs, recs):
             f.write(json.dumps(dict(
                 i=r.idx, t=q.t, session=q.session, turn=q.turn,
-                group=q.group, instance=r.instance, status=r.status,
+                group=q.group, band=q.priority, instance=r.instance,
+                status=r.status,
                 prompt=r.prompt, cached=r.cached, route=r.route,
                 depth=r.depth, arm=r.arm,
                 queued=float(r.queued) / 1000 / scale
                 if r.queued not in (None, "", "-") else None,
                 ttft=(r.t_first - r.t_send) / scale
                 if r.t_first and r.t_send else None,
-                wait=(r.t_send - t0) / scale - q.t if r.t_send else None))
+                wait=(r.t_send - t0) / scale - q.t if r.t_send else None,
+                done=(r.t_done - t0) / scale if r.t_done else None))
                 + "\n")
 
 

@@ -44,6 +44,10 @@ Workloads (the defaults are in PARAMS; docs/benchmarks.md has a table):
              results; agents start in bursts (several at once), many run
              together.  Needs an engine cache larger than one context
              (run.py gives it WORKLOAD_KV_BLOCKS["agentic"] blocks).
+  prio       priority bands (issue 45): noisy_equal's 8 tenants, a seeded
+             10 % of the requests in a high band; run.py sends each
+             request's band as X-Bench-Priority (1 high, 0 low) and the
+             trace records it ("band").  bench/prio_report.py.
 
 Client styles.  Real fleets mix SDKs that serialise the same request
 differently (key order, whitespace).  Each session or user is given a
@@ -177,6 +181,17 @@ PARAMS = {
         tenants=8, noisy=0.0, system_tokens=3000,
         user_tokens=(100, 200), output_tokens=(200, 400), js_share=0.5,
     ),
+    # issue 45's priority measurement: noisy_equal's tenants, a seeded
+    # high_share of the requests (whatever their tenant) in a high band,
+    # sent with X-Bench-Priority: 1 (the others 0).  The same stream at
+    # two rates: --rate 23 (about 0.8 of what the default serves of it,
+    # the baseline) and --rate 44 (overload)
+    "prio": dict(
+        n=900, rate=23.0, seed=9,
+        tenants=8, noisy=1.0, system_tokens=3000,
+        user_tokens=(100, 200), output_tokens=(200, 400), js_share=0.5,
+        high_share=0.1,          # requests in the high band
+    ),
     "agentic": dict(
         n=400, rate=1.0, seed=8,
         apps=4,                  # system prompts (tool schemas), shared
@@ -233,6 +248,9 @@ DESCRIPTIONS = {
                    "rate",
     "noisy_quiet": "the noisy tenant's quiet tenants alone (tenant 0 "
                    "silent): their TTFT with perfect isolation",
+    "prio": "priority bands: the noisy tenant's baseline tenants (8 at "
+            "one rate), a seeded 10 % of requests high (X-Bench-Priority: "
+            "1, the others 0; issue 45; run at --rate 23 and 44)",
     "agentic": "tool-calling agents: 4 apps' tool prompts of 2000-4000 "
                "tokens, each agent's history growing by tool results of "
                "1000-8000 tokens to 64k-128k tokens over 5-30 turns, "
@@ -242,9 +260,10 @@ DESCRIPTIONS = {
 
 class Request:
     __slots__ = ("t", "session", "turn", "path", "body", "group", "max_tokens",
-                 "style")
+                 "style", "priority")
 
-    def __init__(self, t, session, turn, path, body, group, max_tokens, style):
+    def __init__(self, t, session, turn, path, body, group, max_tokens, style,
+                 priority=None):
         self.t = t
         self.session = session
         self.turn = turn
@@ -253,6 +272,8 @@ class Request:
         self.group = group
         self.max_tokens = max_tokens
         self.style = style
+        # the band run.py sends as X-Bench-Priority (None: no header)
+        self.priority = priority
 
 
 class Workload:
@@ -686,6 +707,22 @@ def gen_noisy(p):
     return reqs[:p["n"]]
 
 
+def gen_prio(p):
+    """gen_noisy's stream (noisy=1: every tenant at one rate) where a
+    seeded high_share of the requests, drawn over the whole stream
+    whatever their tenant, are in the high band (priority 1, the others
+    0).  The draw has a generator of its own, so the stream is
+    noisy_equal's of the same seed and the same requests are high at
+    any rate."""
+    reqs = gen_noisy(p)
+    rng = random.Random("prio-%d" % p["seed"])
+    k = int(round(p["high_share"] * len(reqs)))
+    high = set(rng.sample(range(len(reqs)), k))
+    for i, r in enumerate(reqs):
+        r.priority = 1 if i in high else 0
+    return reqs
+
+
 def gen_uneven(p):
     """Mostly unique prompts of very uneven length (issue 43, item 2).
     Each request is a new single-message conversation of a lognormal
@@ -913,10 +950,13 @@ GENERATORS = {"rag": gen_rag, "chat": gen_chat, "templated": gen_templated,
               "code": gen_code, "short": gen_short, "tenants": gen_tenants,
               "lora": gen_lora, "agentic": gen_agentic, "uneven": gen_uneven,
               "noisy": gen_noisy,
-              "noisy_equal": gen_noisy, "noisy_quiet": gen_noisy}
-# the workloads of make bench; "noisy" (issue 45's noisy tenant) runs by
-# name only (bench/noisy.py)
-NAMES = [w for w in GENERATORS if not w.startswith("noisy")]
+              "noisy_equal": gen_noisy, "noisy_quiet": gen_noisy,
+              "prio": gen_prio}
+# issue 45's overload workloads, run by name only (bench/noisy_report.py,
+# bench/prio_report.py)
+OVERLOAD = ("noisy", "noisy_equal", "noisy_quiet", "prio")
+# the workloads of make bench
+NAMES = [w for w in GENERATORS if w not in OVERLOAD]
 
 
 def generate(name, **overrides):
