@@ -41,13 +41,16 @@ def pct(xs, p):
     return xs[f] + (xs[c] - xs[f]) * (k - f)
 
 
-def load(path):
+def load(path, key="group"):
+    """A trace's answered TTFTs, its 429/503 and its other failures, by
+    the field `key` of each line (the tenant; prio_report: the band)."""
     by = collections.defaultdict(list)
     shed = collections.Counter()
     other = collections.Counter()
-    for line in open(path):
-        r = json.loads(line)
-        g = r["group"]
+    with open(path) as f:
+        rs = [json.loads(line) for line in f]
+    for r in rs:
+        g = r.get(key)
         if r["status"] == 200 and r["ttft"] is not None:
             by[g].append(r["ttft"])
         elif r["status"] in (429, 503):

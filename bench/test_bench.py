@@ -1143,3 +1143,202 @@ class TestAgenticShapes(unittest.TestCase):
     def test_unknown_shape(self):
         with self.assertRaises(ValueError):
             workloads.generate("agentic", n=5, shape="grpc")
+
+
+# ---------------------------------------------------------------------------
+# issue 45's priority bands: the prio workload, its header, bench/prio_report
+
+
+class TestPrio(unittest.TestCase):
+    def test_share_and_stream(self):
+        for seed in (9, 10, 11):
+            w = workloads.generate("prio", seed=seed)
+            n = len(w.requests)
+            high = [r for r in w.requests if r.priority == 1]
+            self.assertEqual(len(high), round(0.1 * n))
+            self.assertEqual(len(high) + sum(
+                1 for r in w.requests if r.priority == 0), n)
+            # drawn whatever the tenant: every tenant has some
+            self.assertEqual(len(set(r.group for r in high)), 8)
+            # over the run, not bunched: a tenth in each half, within 3 %
+            half = [r for r in high if r.t < w.requests[n // 2].t]
+            self.assertAlmostEqual(len(half) / (n / 2.0), 0.1, delta=0.03)
+            # noisy_equal's stream, the same requests high at both rates
+            eq = workloads.generate("noisy_equal", seed=seed, rate=23.0)
+            self.assertEqual([r.body for r in w.requests],
+                             [r.body for r in eq.requests])
+            fast = workloads.generate("prio", seed=seed, rate=44.0)
+            self.assertEqual([r.priority for r in w.requests],
+                             [r.priority for r in fast.requests])
+            self.assertLess(fast.requests[-1].t, w.requests[-1].t)
+        other = workloads.generate("prio", seed=12)
+        self.assertNotEqual([r.priority for r in other.requests],
+                            [r.priority for r in w.requests])
+        share = workloads.generate("prio", n=400, high_share=0.25)
+        self.assertEqual(sum(r.priority for r in share.requests),
+                         round(0.25 * len(share.requests)))
+        # an overload workload: not in make bench's list; the others send
+        # no band
+        self.assertNotIn("prio", workloads.NAMES)
+        self.assertIsNone(workloads.generate("chat", n=3).requests[0]
+                          .priority)
+
+    def test_headers(self):
+        import run
+        from aiohttp import web
+        from aiohttp.test_utils import TestServer
+        seen = []
+
+        async def handler(request):
+            seen.append(dict(request.headers))
+            return web.Response(text="data: {}\n\ndata: [DONE]\n\n",
+                                content_type="text/event-stream")
+
+        w = workloads.generate("prio", n=40)
+        reqs = [next(r for r in w.requests if r.priority == 1),
+                next(r for r in w.requests if r.priority == 0),
+                workloads.generate("chat", n=1).requests[0]]
+
+        async def go():
+            import aiohttp
+            app = web.Application()
+            app.router.add_post("/{tail:.*}", handler)
+            srv = TestServer(app)
+            await srv.start_server()
+            try:
+                async with aiohttp.ClientSession() as s:
+                    for i, q in enumerate(reqs):
+                        rec = run.Rec(i)
+                        await run._do_request(s, str(srv.make_url("")),
+                                              q, q.body, rec, 10)
+                        self.assertEqual(rec.status, 200)
+            finally:
+                await srv.close()
+        asyncio.run(go())
+        self.assertEqual(seen[0]["X-Bench-Priority"], "1")
+        self.assertEqual(seen[1]["X-Bench-Priority"], "0")
+        self.assertNotIn("X-Bench-Priority", seen[2])
+        self.assertEqual(seen[0]["X-Bench-Group"], reqs[0].group)
+
+    def test_trace_band(self):
+        import tempfile
+        import run
+        w = workloads.generate("prio", n=40)
+        recs = [run.Rec(i) for i in range(40)]
+        for i, r in enumerate(recs):
+            r.t_send = 100.0 + w.requests[i].t * 0.5
+            r.t_first = r.t_send + 0.1
+            r.t_done = r.t_send + 0.5
+            r.status = 200
+
+        class O:
+            time_scale = 0.5
+        with tempfile.TemporaryDirectory() as d:
+            run.write_trace(d, "pa_v2", w, w.requests, recs, 100.0, O())
+            with open(os.path.join(
+                    d, "prio-pa_v2-%s.jsonl" % w.params["seed"])) as f:
+                lines = [json.loads(x) for x in f]
+        self.assertEqual([x["band"] for x in lines],
+                         [r.priority for r in w.requests])
+        self.assertIn(1, [x["band"] for x in lines])
+        self.assertAlmostEqual(lines[3]["done"], w.requests[3].t + 1.0)
+
+
+def _prio_trace(path, rows):
+    """rows: (band, status, ttft, done); t = the row's index."""
+    with open(path, "w") as f:
+        for i, (band, status, ttft, done) in enumerate(rows):
+            f.write(json.dumps(dict(
+                i=i, t=float(i), group="tenant%d" % (i % 8), band=band,
+                status=status, ttft=ttft, wait=0.0 if ttft else None,
+                queued=None, prompt=None, cached=None, done=done)) + "\n")
+
+
+class TestPrioReport(unittest.TestCase):
+    """bench/prio_report.py on traces whose figures are worked by hand."""
+
+    def setUp(self):
+        import tempfile
+        self.tmp = tempfile.TemporaryDirectory()
+        d = self.tmp.name
+        self.main = os.path.join(d, "main")
+        self.base = os.path.join(d, "base")
+        os.makedirs(self.main)
+        os.makedirs(self.base)
+        # overload, seed 1: high answered 1..5 s, one high 429; low
+        # answered 0.5..2 s, two 429, one 502; the last answer ends at 12
+        rows = [(1, 200, 1.0, 2.0), (1, 200, 2.0, 4.0), (1, 200, 3.0, 6.0),
+                (1, 200, 4.0, 8.0), (1, 200, 5.0, 12.0), (1, 429, None, 5.0),
+                (0, 200, 0.5, 7.0), (0, 200, 1.0, 8.0), (0, 200, 1.5, 9.0),
+                (0, 200, 2.0, 10.0), (0, 429, None, 10.5),
+                (0, 429, None, 10.6), (0, 502, None, 11.0)]
+        _prio_trace(os.path.join(self.main, "prio-pa_qp-1.jsonl"), rows)
+        # seed 2: the high band's TTFT twice seed 1's (2..10 s); done
+        # missing: the span ends at the last first token (t + ttft)
+        rows2 = [(b, s, (x * 2 if b == 1 and x else x), None)
+                 for b, s, x, _ in rows]
+        _prio_trace(os.path.join(self.main, "prio-pa_qp-2.jsonl"), rows2)
+        # baseline, both seeds: high 1, 1, 2, 2, 2 s, low 0.5 s each
+        base = [(1, 200, 1.0, 2.0), (1, 200, 1.0, 2.0), (1, 200, 2.0, 3.0),
+                (1, 200, 2.0, 4.0), (1, 200, 2.0, 5.0)] + [
+                (0, 200, 0.5, 6.0)] * 4
+        for s in (1, 2):
+            _prio_trace(os.path.join(self.base, "prio-pa_qp-%d.jsonl" % s),
+                        base)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_figures(self):
+        import prio_report
+        f, g = prio_report.figures(
+            os.path.join(self.main, "prio-pa_qp-1.jsonl"), 2.0)
+        # high 1..5: P50 3, P90 4 + 0.6, P99 4 + 0.96
+        self.assertAlmostEqual(f[1]["p50"], 3.0)
+        self.assertAlmostEqual(f[1]["p90"], 4.6)
+        self.assertAlmostEqual(f[1]["p99"], 4.96)
+        # low 0.5..2: P50 1.25, P90 1.85, P99 1.985
+        self.assertAlmostEqual(f[0]["p50"], 1.25)
+        self.assertAlmostEqual(f[0]["p90"], 1.85)
+        self.assertAlmostEqual(f[0]["p99"], 1.985)
+        self.assertEqual((f[1]["n"], f[1]["shed"], f[1]["other"]),
+                         (5, 1, 0))
+        self.assertEqual((f[0]["n"], f[0]["shed"], f[0]["other"]),
+                         (4, 2, 1))
+        # within 2 s: 1, 2 (high) and the 4 low; 13 offered; span 0..12
+        self.assertEqual((g["good"], g["offered"]), (6, 13))
+        self.assertAlmostEqual(g["span"], 12.0)
+        self.assertAlmostEqual(g["rate"], 0.5)
+        self.assertAlmostEqual(g["share"], 6 / 13.0)
+        # seed 2: no "done": the last first token, t 4 + ttft 10 = 14
+        f2, g2 = prio_report.figures(
+            os.path.join(self.main, "prio-pa_qp-2.jsonl"), 2.0)
+        self.assertAlmostEqual(g2["span"], 14.0)
+        self.assertEqual(g2["good"], 5)      # high: only the 2 s one
+        self.assertAlmostEqual(f2[1]["p90"], 9.2)
+
+    def test_report(self):
+        import prio_report
+        out = prio_report.report(self.main, self.base, 2.0).split("\n")
+        row = [c.strip() for c in out[2].split("|")]
+        self.assertEqual(row[1:4], ["pa_qp", "1", "3.000 / 4.600 / 4.960"])
+        # over the baseline's high 2 / 2 / 2 and low 0.5 / 0.5 / 0.5
+        self.assertEqual(row[4], "1.50 / 2.30 / 2.48")
+        self.assertEqual(row[5], "1.250 / 1.850 / 1.985")
+        self.assertEqual(row[6], "2.50 / 3.70 / 3.97")
+        self.assertEqual(row[7:12], ["5 / 4", "1 / 2", "1", "0.50",
+                                     "46.2 %"])
+        med = out[out.index(next(x for x in out if x.startswith(
+            "| arm | seeds |"))) + 2]
+        cells = [c.strip() for c in med.split("|")]
+        # high P90 x base: 2.30 and 4.60
+        self.assertEqual(cells[4], "3.45 (2.30..4.60)")
+        self.assertEqual(cells[6], "6.90 (4.60..9.20)")
+        self.assertEqual(cells[8], "3.70 (3.70..3.70)")
+        self.assertEqual(cells[-2], "0 of 2 seeds")
+        base = [x for x in out if x.startswith("| pa_qp |")][-1]
+        self.assertIn("2.000 / 2.000 / 2.000", base)
+        # another arm's baseline: none in the folder, no ratios
+        other = prio_report.report(self.main, self.base, 2.0,
+                                   base_arm="pa_v2").split("\n")
+        self.assertEqual([c.strip() for c in other[2].split("|")][4], "-")
