@@ -1097,7 +1097,8 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
                         sim_ports, warmup)
         res["routes"] = routes
         if opts.trace:
-            write_trace(opts.trace, strategy, wl, reqs, recs, t0, opts)
+            res["trace_path"] = write_trace(opts.trace, strategy, wl, reqs,
+                                            recs, t0, opts)
         res["sim_cpu"] = sim_cpu / res["wall"] if res["wall"] else float("nan")
         res["steal"] = steal
         if any(p.poll() is not None for p in proxies):
@@ -1154,6 +1155,7 @@ def write_trace(outdir, strategy, wl, reqs, recs, t0, opts):
                 wait=(r.t_send - t0) / scale - q.t if r.t_send else None,
                 done=(r.t_done - t0) / scale if r.t_done else None))
                 + "\n")
+    return path
 
 
 # ---------------------------------------------------------------------------
@@ -1750,8 +1752,16 @@ def run_unlagged(run, strategy, opts, wait=quiet_host):
     which it did measures the simulator, one Python process for every
     instance, not the router), up to opts.lag_retries more times, each
     after the host's steal has calmed down; the run that lagged least,
-    with "runs" set to the number of runs."""
+    with "runs" set to the number of runs.  With --trace, every run
+    writes the same file: the kept run's trace is put back in it."""
+    def trace(res):
+        if not res.get("trace_path"):
+            return None
+        with open(res["trace_path"], "rb") as f:
+            return f.read()
+
     r = run()
+    kept = trace(r)
     runs = 1
     while lag_share(r) > opts.max_lag and runs <= opts.lag_retries:
         log("  %s: simulator behind by %.1f %% of each instance's time "
@@ -1762,6 +1772,10 @@ def run_unlagged(run, strategy, opts, wait=quiet_host):
         runs += 1
         if lag_share(r2) < lag_share(r):
             r = r2
+            kept = trace(r)
+    if kept is not None:
+        with open(r["trace_path"], "wb") as f:
+            f.write(kept)
     r["runs"] = runs
     return r
 

@@ -561,6 +561,26 @@ class TestLagRetries(unittest.TestCase):
         self.assertEqual(r["runs"], 4)
         self.assertAlmostEqual(r["step_lag"], 8.0)
 
+    def test_trace_of_the_kept_run(self):
+        """--trace: every run writes the same file; the least lagged
+        run's is what stays"""
+        import tempfile
+        import run
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "t.jsonl")
+            it = iter([0.5, 0.2, 0.3, 0.4])
+
+            def one():
+                lag = next(it)
+                with open(path, "w") as f:
+                    f.write("lag %s\n" % lag)
+                return {"step_lag": 40 * lag, "wall": 10.0,
+                        "per_instance": [1, 1, 1, 1], "trace_path": path}
+            r = run.run_unlagged(one, "x", self.O, wait=lambda: None)
+            self.assertEqual(r["runs"], 4)
+            with open(path) as f:
+                self.assertEqual(f.read(), "lag 0.2\n")
+
     def test_steal_share(self):
         import math
         import run
