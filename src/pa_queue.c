@@ -16,6 +16,8 @@
 #define PA_QUEUE_MAGIC  0x70615f7175657566ULL     /* "pa_queuf": v2 */
 
 
+static uint32_t pa_queue_flow_find(pa_queue_t *q, int32_t priority,
+    uint64_t hash, uint32_t *spare);
 static uint32_t pa_queue_flow(pa_queue_t *q, int32_t priority,
     uint64_t hash);
 static uint64_t pa_queue_mix(uint64_t h, int32_t priority);
@@ -144,23 +146,28 @@ pa_queue_mix(uint64_t h, int32_t priority)
 
 
 /*
- * the row of a flow of a priority + 1, made if new; 0 if the table has
- * no row for it (every row is a flow that waits or was served ahead of
- * its band: it starts at its band's time, as a new flow would).  A row
- * whose flow waits no more and whose finish its band's time has passed
- * is free to take: it would start at the band's time anyway
+ * the row of a flow of a priority + 1, 0 if it has none; with "spare",
+ * also the row a new flow would take + 1 (0: none): the first on its
+ * probe whose flow waits no more and whose finish its band's time has
+ * passed (it would start at the band's time anyway), else the empty row
+ * that ends the probe
  */
 
 static uint32_t
-pa_queue_flow(pa_queue_t *q, int32_t priority, uint64_t hash)
+pa_queue_flow_find(pa_queue_t *q, int32_t priority, uint64_t hash,
+    uint32_t *spare)
 {
-    uint32_t          i, n, mask, stale;
+    uint32_t          i, n, mask;
     uint64_t          vtime;
     pa_queue_flow_t  *f;
 
     mask = q->head->nflows - 1;
-    stale = 0;
-    vtime = q->head->bands[pa_queue_band(q, priority, 0)].vtime;
+    vtime = 0;
+
+    if (spare) {
+        *spare = 0;
+        vtime = q->head->bands[pa_queue_band(q, priority, 0)].vtime;
+    }
 
     i = (uint32_t) pa_queue_mix(hash, priority) & mask;
 
@@ -168,62 +175,66 @@ pa_queue_flow(pa_queue_t *q, int32_t priority, uint64_t hash)
         f = &q->flows[i];
 
         if (f->hash == 0) {
-            break;
+            if (spare && *spare == 0) {
+                *spare = i + 1;
+            }
+
+            return 0;
         }
 
         if (f->hash == hash && f->priority == priority) {
             return i + 1;
         }
 
-        if (stale == 0 && f->waiting == 0 && f->finish <= vtime) {
-            stale = i + 1;
+        if (spare && *spare == 0 && f->waiting == 0 && f->finish <= vtime) {
+            *spare = i + 1;
         }
     }
 
-    if (stale == 0) {
-        if (n > mask) {
-            return 0;
-        }
+    return 0;
+}
 
-        stale = i + 1;
+
+/*
+ * the row of a flow of a priority + 1, made if new; 0 if the table has
+ * no row for it (every row is a flow that waits or was served ahead of
+ * its band: it starts at its band's time, as a new flow would)
+ */
+
+static uint32_t
+pa_queue_flow(pa_queue_t *q, int32_t priority, uint64_t hash)
+{
+    uint32_t          row, spare;
+    pa_queue_flow_t  *f;
+
+    row = pa_queue_flow_find(q, priority, hash, &spare);
+
+    if (row != 0 || spare == 0) {
+        return row;
     }
 
-    f = &q->flows[stale - 1];
+    f = &q->flows[spare - 1];
     f->hash = hash;
     f->priority = priority;
     f->finish = 0;
     f->waiting = 0;
 
-    return stale;
+    return spare;
 }
 
 
 uint32_t
 pa_queue_flow_waiting(pa_queue_t *q, int32_t priority, uint64_t hash)
 {
-    uint32_t          i, n, mask;
-    pa_queue_flow_t  *f;
+    uint32_t  row;
 
     if (hash == 0) {
         return 0;
     }
 
-    mask = q->head->nflows - 1;
-    i = (uint32_t) pa_queue_mix(hash, priority) & mask;
+    row = pa_queue_flow_find(q, priority, hash, NULL);
 
-    for (n = 0; n <= mask; n++, i = (i + 1) & mask) {
-        f = &q->flows[i];
-
-        if (f->hash == 0) {
-            break;
-        }
-
-        if (f->hash == hash && f->priority == priority) {
-            return f->waiting;
-        }
-    }
-
-    return 0;
+    return row ? q->flows[row - 1].waiting : 0;
 }
 
 
