@@ -35,6 +35,10 @@ Scenarios, each with a fresh nginx and backends:
        Retry-After); shed.lost must equal the dead worker's clients whose
        request never reached a backend (those that waited); exactly one
        "exited on signal 9" in the error log.
+    D  B and C at once: nginx -s reload (same configuration), then kill -9
+       of the old worker with the most pending clients (no worker is
+       started in its place): the checks of C, and the other old worker
+       exits once its requests are answered.
     F  past capacity: queue=F_QUEUE (300) queue_timeout=F_TIMEOUT (5s):
        the clients past the queue's places are answered 429 at once, those
        that wait longer than the time out 429 then: each with Retry-After
@@ -48,7 +52,7 @@ error log.  Prints a markdown summary (also written to OUT,
 build/queue_lost.md) and exits 1 when any check fails.
 
 Environment: CLIENTS (600), WAIT (500), SERVERS (4), THRESHOLD (4),
-QUEUE (2000), DELAY (0.5), EXTRA (20), SEED (45), SCENARIOS (A,B,B2,C,F),
+QUEUE (2000), DELAY (0.5), EXTRA (20), SEED (45), SCENARIOS (A,B,B2,C,D,F),
 F_QUEUE (300), F_TIMEOUT (5s),
 CLIENT_TIMEOUT (120), ZERO_TIMEOUT (30), NGINX (/usr/sbin/nginx),
 BENCH_MODULE_SO (objs/ngx_http_prefix_aware_module.so; empty for an
@@ -91,7 +95,7 @@ EXTRA = env("EXTRA", 20)
 SEED = env("SEED", 45)
 CLIENT_TIMEOUT = env("CLIENT_TIMEOUT", 120.0, float)
 ZERO_TIMEOUT = env("ZERO_TIMEOUT", 30.0, float)
-SCENARIOS = os.environ.get("SCENARIOS", "A,B,B2,C,F").split(",")
+SCENARIOS = os.environ.get("SCENARIOS", "A,B,B2,C,D,F").split(",")
 MODULE = os.environ.get("BENCH_MODULE_SO",
                         "objs/ngx_http_prefix_aware_module.so")
 OUT = os.environ.get("OUT", "build/queue_lost.md")
@@ -386,7 +390,7 @@ async def drive(run):
     killed = None
     t_event = time.monotonic()
 
-    if name in ("B", "B2"):
+    if name in ("B", "B2", "D"):
         if name == "B2":
             with open(run.conf()) as f:
                 text = f.read()
@@ -400,7 +404,7 @@ async def drive(run):
         await asyncio.sleep(0.5)
         tasks += await run.start_clients(CLIENTS, EXTRA)
 
-    if name == "C":
+    if name in ("C", "D"):
         pending = {}
         for c in run.clients:
             if c.outcome is None:
@@ -490,7 +494,7 @@ async def drive(run):
         run.check(q["shed"]["gone"] == 0, "shed.gone %d = 0"
                   % q["shed"]["gone"])
 
-    if name == "C":
+    if name in ("C", "D"):
         dead = [c for c in run.clients if c.pid == killed]
         died = [c for c in dead if c.outcome in DIED]
         waited = [c for c in died if str(c.i) not in seen]
@@ -513,7 +517,7 @@ async def drive(run):
         run.check(q["shed"]["lost"] == 0, "shed.lost %d = 0"
                   % q["shed"]["lost"])
 
-    if name in ("B", "B2"):
+    if name in ("B", "B2", "D"):
         t = 0.0
         while len(run.workers()) > 2 and t < ZERO_TIMEOUT:
             await asyncio.sleep(0.2)
@@ -537,6 +541,8 @@ DESCRIPTIONS = {
     "B": "nginx -s reload (same configuration) while %d+ wait" % WAIT,
     "B2": "nginx -s reload (queue=N changed) while %d+ wait" % WAIT,
     "C": "kill -9 of one worker while %d+ wait" % WAIT,
+    "D": "nginx -s reload, then kill -9 of an old worker, while %d+ wait"
+         % WAIT,
     "F": "past capacity: %s" % UPSTREAM_F,
 }
 
@@ -585,7 +591,7 @@ if __name__ == "__main__":
         sys.exit(0)
     unknown = set(SCENARIOS) - set(DESCRIPTIONS)
     if unknown:
-        sys.exit("unknown scenarios %s (A, B, B2, C, F)" % ", ".join(unknown))
+        sys.exit("unknown scenarios %s (A, B, B2, C, D, F)" % ", ".join(unknown))
     os.nice(5)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:

@@ -50,7 +50,9 @@ STREAMS = int(os.environ.get("STREAMS", "2000"))
 BODY_CHARS = int(os.environ.get("BODY_CHARS", "12000"))
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 LIMIT_KB = float(os.environ.get("LIMIT_KB", "4"))
-NGINX = os.environ.get("NGINX", "/usr/sbin/nginx")
+# taken out of the environment: nginx reads an "NGINX" variable as the
+# sockets of a binary upgrade, and then neither daemonizes nor listens
+NGINX = os.environ.pop("NGINX", "/usr/sbin/nginx")
 MODULE = os.environ.get("MODULE", "objs/ngx_http_prefix_aware_module.so")
 OUT = os.environ.get("OUT", "build/stream_memory.md")
 
