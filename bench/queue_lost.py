@@ -54,7 +54,10 @@ build/queue_lost.md) and exits 1 when any check fails.
 Environment: CLIENTS (600), WAIT (500), SERVERS (4), THRESHOLD (4),
 QUEUE (2000), DELAY (0.5), EXTRA (20), SEED (45), SCENARIOS (A,B,B2,C,D,F),
 F_QUEUE (300), F_TIMEOUT (5s),
-CLIENT_TIMEOUT (120), ZERO_TIMEOUT (30), NGINX (/usr/sbin/nginx),
+CLIENT_TIMEOUT (120), ZERO_TIMEOUT (30), SAN_LOGS (with a sanitizer
+build: the directory of ASan's and UBSan's log_path; every scenario then
+fails on a new report in it but nginx's own known one at start, UBSan's
+nonnull argument in ngx_init_cycle), NGINX (/usr/sbin/nginx),
 BENCH_MODULE_SO (objs/ngx_http_prefix_aware_module.so; empty for an
 nginx with the module built in), OUT.  Loopback only, free ports chosen
 at run time; runs under nice.  Debian's /usr/bin/python3, no extra
@@ -99,6 +102,7 @@ SCENARIOS = os.environ.get("SCENARIOS", "A,B,B2,C,D,F").split(",")
 MODULE = os.environ.get("BENCH_MODULE_SO",
                         "objs/ngx_http_prefix_aware_module.so")
 OUT = os.environ.get("OUT", "build/queue_lost.md")
+SAN_LOGS = os.environ.get("SAN_LOGS", "")
 ABORT_SHARE = 0.10
 
 UPSTREAM = "prefix_aware threshold=%d queue=%d queue_timeout=60s;"
@@ -276,6 +280,9 @@ class Run:
         self.name = name
         self.upstream = upstream
         self.dir = tempfile.mkdtemp(prefix="pa-queuelost-")
+        # nginx's compiled-in error log (prefix/logs/error.log) until the
+        # configuration's is opened: an nginx built from source looks there
+        os.makedirs(os.path.join(self.dir, "logs"))
         self.backends = [start_backend(backend) for _ in range(SERVERS)]
         self.ports = [p for _, p in self.backends]
         self.port = free_port()
@@ -532,7 +539,33 @@ async def drive(run):
     run.check(crashes == 0 and not worst,
               "no crash, no [alert]/[crit]/[emerg] in the error log%s"
               % (": " + worst[0] if worst else ""))
+    if SAN_LOGS:
+        reports = sanitizer_reports()
+        run.check(not reports, "no sanitizer report in %s%s" % (
+            SAN_LOGS, ": " + "; ".join(reports[:3]) if reports else ""))
     return run
+
+
+SAN_SEEN = set()
+# nginx 1.22's own, at every start without -g: ngx_init_cycle() copies the
+# empty conf_param with ngx_pstrdup(NULL) (UBSan: nonnull argument)
+SAN_KNOWN = "ngx_init_cycle src/core/ngx_cycle.c:118"
+
+
+def sanitizer_reports():
+    """The new reports in SAN_LOGS (ASan's and UBSan's log_path), but
+    nginx's own known one: their first lines."""
+    found = []
+    for f in sorted(os.listdir(SAN_LOGS)):
+        if f in SAN_SEEN:
+            continue
+        SAN_SEEN.add(f)
+        with open(os.path.join(SAN_LOGS, f), errors="replace") as r:
+            text = r.read()
+        for report in text.split("\n\n"):
+            if report.strip() and SAN_KNOWN not in report:
+                found.append("%s: %s" % (f, report.strip().splitlines()[0]))
+    return found
 
 
 DESCRIPTIONS = {

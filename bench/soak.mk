@@ -48,13 +48,21 @@ bench-memory-smoke: module deps-test
 #
 #   make bench-queue-lost   report in build/queue_lost.md (about 90 s)
 #   QUEUE_LOST_NGINX=build/asan/nginx/objs/nginx QUEUE_LOST_MODULE= \
-#   make bench-queue-lost   the same under the ASan nginx (module built in)
+#   make bench-queue-lost   the same under the ASan nginx (module built in;
+#                           fails on a sanitizer report in
+#                           build/queue_lost_san but nginx's own at start)
 
 QUEUE_LOST_NGINX  ?= /usr/sbin/nginx
 QUEUE_LOST_MODULE ?= objs/ngx_http_prefix_aware_module.so
 
 .PHONY: bench-queue-lost
 
+QUEUE_LOST_SAN     = $(CURDIR)/build/queue_lost_san
+
 bench-queue-lost: module deps-test
+	rm -rf $(QUEUE_LOST_SAN) && mkdir -p $(QUEUE_LOST_SAN)
 	NGINX=$(QUEUE_LOST_NGINX) BENCH_MODULE_SO=$(QUEUE_LOST_MODULE) \
-	ASAN_OPTIONS=detect_leaks=0 $(SOAK_PY) bench/queue_lost.py
+	SAN_LOGS=$(QUEUE_LOST_SAN) \
+	ASAN_OPTIONS=detect_leaks=0:log_path=$(QUEUE_LOST_SAN)/asan \
+	UBSAN_OPTIONS=print_stacktrace=1:log_path=$(QUEUE_LOST_SAN)/ubsan \
+	$(SOAK_PY) bench/queue_lost.py

@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -82,6 +83,28 @@ class TestBackend(unittest.TestCase):
         self.assertEqual(queue_lost.classify(data)[0], "200")
         self.assertEqual(stats["seen"], {"1": "7", "2": "7"})
         self.assertEqual(stats["closed"], ["2"])
+
+
+class TestSanitizerReports(unittest.TestCase):
+    def test_known_one_left_out(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "ubsan.1"), "w") as f:
+                f.write("src/core/ngx_string.c:84:5: runtime error: null\n"
+                        "    #0 0x1 in ngx_pstrdup src/core/ngx_string.c:84\n"
+                        "    #1 0x2 in ngx_init_cycle src/core/ngx_cycle.c:118"
+                        "\n")
+            old, queue_lost.SAN_LOGS = queue_lost.SAN_LOGS, d
+            try:
+                self.assertEqual(queue_lost.sanitizer_reports(), [])
+                with open(os.path.join(d, "asan.2"), "w") as f:
+                    f.write("==9==ERROR: AddressSanitizer: heap-use-after-"
+                            "free\n    #0 0x1 in ngx_http_prefix_aware_x\n")
+                self.assertEqual(queue_lost.sanitizer_reports(), [
+                    "asan.2: ==9==ERROR: AddressSanitizer: "
+                    "heap-use-after-free"])
+                self.assertEqual(queue_lost.sanitizer_reports(), [])
+            finally:
+                queue_lost.SAN_LOGS = old
 
 
 class TestCounts(unittest.TestCase):
