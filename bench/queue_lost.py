@@ -55,9 +55,10 @@ Environment: CLIENTS (600), WAIT (500), SERVERS (4), THRESHOLD (4),
 QUEUE (2000), DELAY (0.5), EXTRA (20), SEED (45), SCENARIOS (A,B,B2,C,D,F),
 F_QUEUE (300), F_TIMEOUT (5s),
 CLIENT_TIMEOUT (120), ZERO_TIMEOUT (30), SAN_LOGS (with a sanitizer
-build: the directory of ASan's and UBSan's log_path; every scenario then
-fails on a new report in it but nginx's own known one at start, UBSan's
-nonnull argument in ngx_init_cycle), NGINX (/usr/sbin/nginx),
+build: the directory of ASan's and UBSan's log_path, where they honour it;
+every scenario then fails on a new report in it but nginx's own known one
+at start, UBSan's nonnull argument in ngx_init_cycle; the workers' reports
+are looked for in the error log in any case), NGINX (/usr/sbin/nginx),
 BENCH_MODULE_SO (objs/ngx_http_prefix_aware_module.so; empty for an
 nginx with the module built in), OUT.  Loopback only, free ports chosen
 at run time; runs under nice.  Debian's /usr/bin/python3, no extra
@@ -539,10 +540,15 @@ async def drive(run):
     run.check(crashes == 0 and not worst,
               "no crash, no [alert]/[crit]/[emerg] in the error log%s"
               % (": " + worst[0] if worst else ""))
+    # nginx sends its processes' stderr to the error log once it is open:
+    # a sanitizer build's reports in the workers land there
+    reports = [ln for ln in log.splitlines()
+               if "runtime error:" in ln or "Sanitizer" in ln]
     if SAN_LOGS:
-        reports = sanitizer_reports()
-        run.check(not reports, "no sanitizer report in %s%s" % (
-            SAN_LOGS, ": " + "; ".join(reports[:3]) if reports else ""))
+        reports += sanitizer_reports()
+    run.check(not reports, "no sanitizer report in the error log%s%s" % (
+        " nor in " + SAN_LOGS if SAN_LOGS else "",
+        ": " + "; ".join(reports[:3]) if reports else ""))
     return run
 
 
