@@ -54,7 +54,9 @@ build/queue_lost.md) and exits 1 when any check fails.
 Environment: CLIENTS (600), WAIT (500), SERVERS (4), THRESHOLD (4),
 QUEUE (2000), DELAY (0.5), EXTRA (20), SEED (45), SCENARIOS (A,B,B2,C,D,F),
 F_QUEUE (300), F_TIMEOUT (5s),
-CLIENT_TIMEOUT (120), ZERO_TIMEOUT (30), SAN_LOGS (with a sanitizer
+CLIENT_TIMEOUT (120), ZERO_TIMEOUT (30), ABORT_RST (1: A's clients
+abort with a TCP RST, not a FIN), LOGS (build/queue_lost_logs: each
+scenario's error log is copied there), SAN_LOGS (with a sanitizer
 build: the directory of ASan's and UBSan's log_path, where they honour it;
 every scenario then fails on a new report in it but nginx's own known one
 at start, UBSan's nonnull argument in ngx_init_cycle; the workers' reports
@@ -71,7 +73,10 @@ import json
 import os
 import random
 import resource
+import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -104,6 +109,8 @@ MODULE = os.environ.get("BENCH_MODULE_SO",
                         "objs/ngx_http_prefix_aware_module.so")
 OUT = os.environ.get("OUT", "build/queue_lost.md")
 SAN_LOGS = os.environ.get("SAN_LOGS", "")
+ABORT_RST = os.environ.get("ABORT_RST", "") == "1"
+LOGS = os.environ.get("LOGS", "build/queue_lost_logs")
 ABORT_SHARE = 0.10
 
 UPSTREAM = "prefix_aware threshold=%d queue=%d queue_timeout=60s;"
@@ -252,6 +259,11 @@ async def run_client(c, reader, writer):
                                               c.abort_after)
             except asyncio.TimeoutError:
                 c.outcome = "aborted"
+                if ABORT_RST:
+                    sock = writer.get_extra_info("socket")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                    struct.pack("ii", 1, 0))
+                    writer.transport.abort()
                 writer.close()
                 return
         else:
@@ -363,6 +375,9 @@ class Run:
         return tasks
 
     def stop(self):
+        os.makedirs(LOGS, exist_ok=True)
+        shutil.copy(os.path.join(self.dir, "error.log"),
+                    os.path.join(LOGS, "%s-error.log" % self.name))
         stop_nginx(self.dir, self.backends[0][0])
         for be, _ in self.backends[1:]:
             be.terminate()
