@@ -20,9 +20,10 @@ Scenarios, each with a fresh nginx and backends:
     A  client abort: 10 % of the clients (seeded: SEED) close their
        connection after 0.2 to 0.8 times the wait expected at their place
        (i x DELAY / (SERVERS x THRESHOLD) s: while waiting, unless they
-       are among the first or were served sooner); every other one must end 200 (or 429/503 with
-       Retry-After and a one-line reason); shed.gone must equal the
-       aborted clients whose request never reached a backend.
+       are among the first or were served sooner); every other one must
+       end 200 (or 429/503 with Retry-After and a one-line reason);
+       shed.gone must equal the aborted clients whose request never
+       reached a backend.
     B  nginx -s reload (same configuration) once WAIT (500) wait; then
        EXTRA (20) new clients (on the new workers); every request must
        end 200 (or 429/503+Retry-After), none reset, closed or timed out.
@@ -44,6 +45,12 @@ Scenarios, each with a fresh nginx and backends:
        that wait longer than the time out 429 then: each with Retry-After
        and the one-line reason ("... the queue is full", "... the
        queue's time out"), as many as shed.full and shed.timeout count.
+    H  HTTP/2 (a second listen with http2, prior knowledge): the same
+       clients as streams, CLIENTS / H2_CONNS (60) on each of H2_CONNS
+       (10) connections; A's 10 % reset their stream (RST_STREAM, CANCEL)
+       instead, and the last connection is dropped whole at H2_DROP (4) s
+       (its unanswered streams count as aborted); the checks of A (the
+       status is read, Retry-After is not: HPACK-compressed).
 
 In every scenario: waiting and every server's in-flight count return to 0
 within ZERO_TIMEOUT (30 s) of the last answer (the time it took is
@@ -52,7 +59,8 @@ error log.  Prints a markdown summary (also written to OUT,
 build/queue_lost.md) and exits 1 when any check fails.
 
 Environment: CLIENTS (600), WAIT (500), SERVERS (4), THRESHOLD (4),
-QUEUE (2000), DELAY (0.5), EXTRA (20), SEED (45), SCENARIOS (A,B,B2,C,D,F),
+QUEUE (2000), DELAY (0.5), EXTRA (20), SEED (45), SCENARIOS (A,B,B2,C,D,F,H),
+H2_CONNS (10), H2_DROP (4.0),
 F_QUEUE (300), F_TIMEOUT (5s),
 CLIENT_TIMEOUT (120), ZERO_TIMEOUT (30), ABORT_RST (1: A's clients
 abort with a TCP RST, not a FIN), LOGS (build/queue_lost_logs: each
@@ -104,7 +112,7 @@ EXTRA = env("EXTRA", 20)
 SEED = env("SEED", 45)
 CLIENT_TIMEOUT = env("CLIENT_TIMEOUT", 120.0, float)
 ZERO_TIMEOUT = env("ZERO_TIMEOUT", 30.0, float)
-SCENARIOS = os.environ.get("SCENARIOS", "A,B,B2,C,D,F").split(",")
+SCENARIOS = os.environ.get("SCENARIOS", "A,B,B2,C,D,F,H").split(",")
 MODULE = os.environ.get("BENCH_MODULE_SO",
                         "objs/ngx_http_prefix_aware_module.so")
 OUT = os.environ.get("OUT", "build/queue_lost.md")
@@ -112,6 +120,9 @@ SAN_LOGS = os.environ.get("SAN_LOGS", "")
 ABORT_RST = os.environ.get("ABORT_RST", "") == "1"
 LOGS = os.environ.get("LOGS", "build/queue_lost_logs")
 ABORT_SHARE = 0.10
+H2_CONNS = env("H2_CONNS", 10)
+H2_DROP = env("H2_DROP", 4.0, float)
+H2_LISTEN = "\n        listen 127.0.0.1:%d reuseport http2;\n"
 
 UPSTREAM = "prefix_aware threshold=%d queue=%d queue_timeout=60s;"
 # scenario F: a queue that fills, and a time out shorter than the backlog
@@ -197,11 +208,15 @@ class Client:
         self.ended = None
 
 
-def request(i):
-    body = json.dumps({"model": "m", "messages": [
+def chat(i):
+    return json.dumps({"model": "m", "messages": [
         {"role": "system", "content": "client %d of the queue's lost "
          "test: answer tersely." % i},
         {"role": "user", "content": "question %d" % i}]}).encode()
+
+
+def request(i):
+    body = chat(i)
     return (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
             b"X-Lost-Id: %d\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\nConnection: close\r\n\r\n"
@@ -280,6 +295,106 @@ async def run_client(c, reader, writer):
         writer.close()
 
 
+# --- HTTP/2 clients: many streams on a connection (scenario H) -------------
+#
+# A client of the least HTTP/2 (RFC 9113) that nginx needs: prior knowledge,
+# requests in literal header fields, the status read from nginx's HEADERS
+# (":status" indexed for 200, else a literal of 3 raw digits: nginx writes
+# it so); the other headers are HPACK-compressed and not read.
+
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def h2_frame(kind, flags, sid, payload=b""):
+    return (len(payload).to_bytes(3, "big") + bytes([kind, flags])
+            + sid.to_bytes(4, "big") + payload)
+
+
+def hpack_literal(name, value):
+    n, v = name.encode(), value.encode()
+    assert len(n) < 127 and len(v) < 127
+    return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
+
+
+def h2_status(block):
+    """The :status of a HEADERS block as nginx writes it, else None."""
+    if block[:1] == b"\x88":
+        return 200
+    if block[:1] == b"\x48" and block[1] == 3:
+        return int(block[2:5])
+    return None
+
+
+async def h2_connection(port, clients, drop_at=None):
+    """Sends each client's request on a stream of one connection, RSTs
+    those with abort_after when it passes, drops the whole connection at
+    drop_at (its unanswered streams: "aborted"), reads the answers."""
+    loop = asyncio.get_running_loop()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(H2_PREFACE + h2_frame(4, 0, 0))
+    streams, status = {}, {}
+
+    def end(sid, outcome):
+        c = streams.pop(sid, None)
+        if c is not None and c.outcome is None:
+            c.outcome, c.ended = outcome, time.monotonic()
+
+    def rst(sid):
+        if sid in streams:
+            writer.write(h2_frame(3, 0, sid, (8).to_bytes(4, "big")))
+            end(sid, "aborted")
+
+    def drop():
+        for sid in list(streams):
+            end(sid, "aborted")
+        writer.transport.abort()
+
+    for k, c in enumerate(clients):
+        sid = 2 * k + 1
+        body = chat(c.i)
+        block = b"".join(hpack_literal(n, v) for n, v in (
+            (":method", "POST"), (":scheme", "http"),
+            (":path", "/v1/chat/completions"), (":authority", "x"),
+            ("content-type", "application/json"),
+            ("content-length", str(len(body))), ("x-lost-id", str(c.i))))
+        writer.write(h2_frame(1, 4, sid, block) + h2_frame(0, 1, sid, body))
+        streams[sid] = c
+        if c.abort_after is not None:
+            loop.call_later(c.abort_after, rst, sid)
+    await writer.drain()
+    if drop_at is not None:
+        loop.call_later(drop_at, drop)
+
+    try:
+        while streams:
+            head = await asyncio.wait_for(reader.readexactly(9),
+                                          CLIENT_TIMEOUT)
+            kind, flags = head[3], head[4]
+            sid = int.from_bytes(head[5:9], "big") & 0x7fffffff
+            payload = await reader.readexactly(int.from_bytes(head[:3],
+                                                              "big"))
+            if kind == 4 and not flags & 1:           # SETTINGS: ack
+                writer.write(h2_frame(4, 1, 0))
+            elif kind == 6 and not flags & 1:         # PING: ack
+                writer.write(h2_frame(6, 1, 0, payload))
+            elif kind == 1 and sid in streams:        # HEADERS
+                status[sid] = h2_status(payload)
+            elif kind == 3:                           # RST_STREAM
+                end(sid, "reset")
+            if kind in (0, 1) and flags & 1 and sid in streams:
+                st = status.get(sid)
+                end(sid, str(st) if st in (200, 429, 503)
+                    else "status %s" % st)
+    except asyncio.TimeoutError:
+        for sid in list(streams):
+            end(sid, "timeout")
+    except (asyncio.IncompleteReadError, OSError):
+        pass
+    for sid in list(streams):
+        end(sid, "closed")
+    writer.close()
+
+
 OK = ("200", "429", "503")
 DIED = ("closed", "reset")
 
@@ -299,13 +414,15 @@ class Run:
         self.backends = [start_backend(backend) for _ in range(SERVERS)]
         self.ports = [p for _, p in self.backends]
         self.port = free_port()
+        self.port2 = free_port()
         servers = "".join("\n        server 127.0.0.1:%d;" % p
                           for p in self.ports[:-1])
         load = "load_module %s;" % os.path.abspath(MODULE) if MODULE else ""
         self.master = run_nginx(self.dir, load, 2, 4096,
                                 upstream + servers,
                                 self.ports[-1], self.port, "reuseport",
-                                LOCATIONS)
+                                LOCATIONS + (H2_LISTEN % self.port2
+                                             if name == "H" else ""))
         self.clients = []
         self.max_waiting = 0
         self.watching = True
@@ -359,6 +476,17 @@ class Run:
             await asyncio.sleep(0.1)
         return None
 
+    async def start_h2(self, n, abort):
+        """n clients over H2_CONNS connections (client i on connection
+        i % H2_CONNS); the last connection dropped at H2_DROP s."""
+        self.clients = [Client(i, abort.get(i)) for i in range(n)]
+        tasks = []
+        for k in range(H2_CONNS):
+            tasks.append(asyncio.create_task(h2_connection(
+                self.port2, self.clients[k::H2_CONNS],
+                H2_DROP if k == H2_CONNS - 1 else None)))
+        return tasks
+
     async def start_clients(self, first, n, abort=None):
         """n clients from first on: connected, then sending."""
         abort = abort or {}
@@ -400,13 +528,16 @@ async def drive(run):
     await asyncio.sleep(0.3)
     watcher = asyncio.create_task(run.watch())
     abort = {}
-    if name == "A":
+    if name in ("A", "H"):
         # within the time client i is expected to wait (the places free
         # at SERVERS x THRESHOLD every DELAY): most abort while waiting
         rate = SERVERS * THRESHOLD / DELAY
         for i in rng.sample(range(CLIENTS), int(CLIENTS * ABORT_SHARE)):
             abort[i] = max(0.05, rng.uniform(0.2, 0.8) * i / rate)
-    tasks = await run.start_clients(0, CLIENTS, abort)
+    if name == "H":
+        tasks = await run.start_h2(CLIENTS, abort)
+    else:
+        tasks = await run.start_clients(0, CLIENTS, abort)
     want = min(WAIT, F_QUEUE) if name == "F" else WAIT
     took = await run.until(lambda st: counts(st)[0] >= want, 60)
     run.check(took is not None, "%d waited at once" % want)
@@ -505,9 +636,13 @@ async def drive(run):
         run.check(q.get("max_waiting", 0) <= F_QUEUE,
                   "at most queue=%d waited" % F_QUEUE)
 
-    if name == "A":
+    if name in ("A", "H"):
         gone = [c for c in run.clients if c.outcome == "aborted"]
         waited = [c for c in gone if str(c.i) not in seen]
+        if name == "H":
+            run.notes.append("aborted: %d streams reset (RST_STREAM), the "
+                             "rest unanswered on the connection dropped "
+                             "at %.1f s" % (len(abort), H2_DROP))
         run.figures["aborted while waiting / while in flight"] = \
             "%d / %d" % (len(waited), len(gone) - len(waited))
         run.check(q["shed"]["gone"] == len(waited),
@@ -597,6 +732,8 @@ DESCRIPTIONS = {
     "C": "kill -9 of one worker while %d+ wait" % WAIT,
     "D": "nginx -s reload, then kill -9 of an old worker, while %d+ wait"
          % WAIT,
+    "H": "HTTP/2: %d streams on %d connections, %d%% reset while waiting, "
+         "one connection dropped" % (CLIENTS, H2_CONNS, ABORT_SHARE * 100),
     "F": "past capacity: %s" % UPSTREAM_F,
 }
 
@@ -645,7 +782,7 @@ if __name__ == "__main__":
         sys.exit(0)
     unknown = set(SCENARIOS) - set(DESCRIPTIONS)
     if unknown:
-        sys.exit("unknown scenarios %s (A, B, B2, C, D, F)" % ", ".join(unknown))
+        sys.exit("unknown scenarios %s (A, B, B2, C, D, F, H)" % ", ".join(unknown))
     os.nice(5)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:

@@ -107,6 +107,21 @@ class TestSanitizerReports(unittest.TestCase):
                 queue_lost.SAN_LOGS = old
 
 
+class TestH2(unittest.TestCase):
+    def test_frame(self):
+        self.assertEqual(queue_lost.h2_frame(1, 4, 3, b"ab"),
+                         b"\x00\x00\x02\x01\x04\x00\x00\x00\x03ab")
+
+    def test_literal(self):
+        self.assertEqual(queue_lost.hpack_literal(":path", "/x"),
+                         b"\x00\x05:path\x02/x")
+
+    def test_status(self):
+        self.assertEqual(queue_lost.h2_status(b"\x88\x0f"), 200)
+        self.assertEqual(queue_lost.h2_status(b"\x48\x03429\x0f"), 429)
+        self.assertIsNone(queue_lost.h2_status(b"\x48\x82\x00\x00"))
+
+
 class TestCounts(unittest.TestCase):
     def test_counts(self):
         st = json.loads('{"queue": {"waiting": 3}, "servers": '
