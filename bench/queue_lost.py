@@ -782,7 +782,8 @@ if __name__ == "__main__":
         sys.exit(0)
     unknown = set(SCENARIOS) - set(DESCRIPTIONS)
     if unknown:
-        sys.exit("unknown scenarios %s (A, B, B2, C, D, F, H)" % ", ".join(unknown))
+        sys.exit("unknown scenarios %s (A, B, B2, C, D, F, H)"
+                 % ", ".join(unknown))
     os.nice(5)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
