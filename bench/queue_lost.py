@@ -23,7 +23,9 @@ Scenarios, each with a fresh nginx and backends:
        are among the first or were served sooner); every other one must
        end 200 (or 429/503 with Retry-After and a one-line reason);
        shed.gone must equal the aborted clients whose request never
-       reached a backend.
+       reached a backend and waited (the access log's $prefix_aware_wait
+       above 0, no $upstream_addr: a request reset before nginx read it
+       never waited).
     B  nginx -s reload (same configuration) once WAIT (500) wait; then
        EXTRA (20) new clients (on the new workers); every request must
        end 200 (or 429/503+Retry-After), none reset, closed or timed out.
@@ -68,7 +70,8 @@ scenario's error log is copied there), SAN_LOGS (with a sanitizer
 build: the directory of ASan's and UBSan's log_path, where they honour it;
 every scenario then fails on a new report in it but nginx's own known one
 at start, UBSan's nonnull argument in ngx_init_cycle; the workers' reports
-are looked for in the error log in any case), NGINX (/usr/sbin/nginx),
+are looked for in the error log in any case, but UBSan's misaligned stores
+in nginx's own HTTP/2 code), NGINX (/usr/sbin/nginx),
 BENCH_MODULE_SO (objs/ngx_http_prefix_aware_module.so; empty for an
 nginx with the module built in), OUT.  Loopback only, free ports chosen
 at run time; runs under nice.  Debian's /usr/bin/python3, no extra
@@ -130,7 +133,14 @@ F_QUEUE = env("F_QUEUE", 300)
 UPSTREAM_F = "prefix_aware threshold=%d queue=%d queue_timeout=%s;" % (
     THRESHOLD, F_QUEUE, os.environ.get("F_TIMEOUT", "5s"))
 
+# each request's id, status, wait in the queue (ms) and upstream address:
+# whether a client that went away had waited (a request reset before nginx
+# had read it never reached the queue)
+LOG_FORMAT = ("log_format lost '$http_x_lost_id $status $prefix_aware_wait "
+              "$upstream_addr';")
+
 LOCATIONS = """
+        access_log %s/access.log lost;
         proxy_set_header X-Pid $pid;
         location = /pid { return 200 "$pid\\n"; }
         location = /status { prefix_aware_status; }
@@ -421,8 +431,9 @@ class Run:
         self.master = run_nginx(self.dir, load, 2, 4096,
                                 upstream + servers,
                                 self.ports[-1], self.port, "reuseport",
-                                LOCATIONS + (H2_LISTEN % self.port2
-                                             if name == "H" else ""))
+                                LOCATIONS % self.dir
+                                + (H2_LISTEN % self.port2
+                                   if name == "H" else ""), LOG_FORMAT)
         self.clients = []
         self.max_waiting = 0
         self.watching = True
@@ -450,6 +461,16 @@ class Run:
         with open(os.path.join(self.dir, "error.log"),
                   errors="replace") as f:
             return f.read()
+
+    def access_log(self):
+        """X-Lost-Id -> (status, ms waited, upstream address)"""
+        logged = {}
+        with open(os.path.join(self.dir, "access.log")) as f:
+            for line in f:
+                i, status, wait, addr = line.split(None, 3)
+                if i != "-":
+                    logged[i] = (int(status), int(wait or 0), addr.strip())
+        return logged
 
     async def status(self):
         st = await upstream_status(self.port)
@@ -638,16 +659,28 @@ async def drive(run):
 
     if name in ("A", "H"):
         gone = [c for c in run.clients if c.outcome == "aborted"]
-        waited = [c for c in gone if str(c.i) not in seen]
+        unseen = [c for c in gone if str(c.i) not in seen]
+        logged = run.access_log()
+        waited = [c for c in unseen if str(c.i) in logged
+                  and logged[str(c.i)][1] > 0 and logged[str(c.i)][2] == "-"]
         if name == "H":
-            run.notes.append("aborted: %d streams reset (RST_STREAM), the "
-                             "rest unanswered on the connection dropped "
+            run.notes.append("aborted: by RST_STREAM (%d streams due at "
+                             "their time, unless answered first) and the "
+                             "unanswered streams of the connection dropped "
                              "at %.1f s" % (len(abort), H2_DROP))
-        run.figures["aborted while waiting / while in flight"] = \
-            "%d / %d" % (len(waited), len(gone) - len(waited))
+        run.figures["aborted: reached no backend / in flight"] = \
+            "%d / %d" % (len(unseen), len(gone) - len(unseen))
+        run.figures["of those that reached no backend: waited (access "
+                    "log: a wait, no upstream) / other"] = "%d / %d" % (
+                        len(waited), len(unseen) - len(waited))
+        if len(waited) < len(unseen):
+            other = [c for c in unseen if c not in waited]
+            run.notes.append("reached no backend without a wait logged: " +
+                             ", ".join("#%d %s" % (c.i, logged.get(
+                                 str(c.i), "not logged")) for c in other[:5]))
         run.check(q["shed"]["gone"] == len(waited),
-                  "shed.gone %d = aborted clients whose request reached no "
-                  "backend, %d" % (q["shed"]["gone"], len(waited)))
+                  "shed.gone %d = aborted clients that waited and reached "
+                  "no backend, %d" % (q["shed"]["gone"], len(waited)))
     else:
         run.check(q["shed"]["gone"] == 0, "shed.gone %d = 0"
                   % q["shed"]["gone"])
@@ -693,7 +726,8 @@ async def drive(run):
     # nginx sends its processes' stderr to the error log once it is open:
     # a sanitizer build's reports in the workers land there
     reports = [ln for ln in log.splitlines()
-               if "runtime error:" in ln or "Sanitizer" in ln]
+               if ("runtime error:" in ln or "Sanitizer" in ln)
+               and not (SAN_KNOWN_V2 in ln and "misaligned address" in ln)]
     if SAN_LOGS:
         reports += sanitizer_reports()
     run.check(not reports, "no sanitizer report in the error log%s%s" % (
@@ -706,6 +740,10 @@ SAN_SEEN = set()
 # nginx 1.22's own, at every start without -g: ngx_init_cycle() copies the
 # empty conf_param with ngx_pstrdup(NULL) (UBSan: nonnull argument)
 SAN_KNOWN = "ngx_init_cycle src/core/ngx_cycle.c:118"
+# and its HTTP/2 frames' fields written unaligned on purpose (x86-64:
+# NGX_HAVE_NONALIGNED), e.g. ngx_http_v2_send_settings(): UBSan's
+# "store to misaligned address" in nginx's own HTTP/2 code
+SAN_KNOWN_V2 = "src/http/v2/ngx_http_v2.c:"
 
 
 def sanitizer_reports():

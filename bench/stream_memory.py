@@ -189,11 +189,12 @@ def worker_pids(master, n=None):
 
 
 def run_nginx(d, load, workers, fds, upstream, backend_port, port, listen,
-              locations=""):
+              locations="", http=""):
     """Writes d/nginx.conf, workers with fds descriptors each in front of
     the backend at backend_port ("upstream": the balancer's line; "listen":
-    parameters added to the listen line; "locations": beside "location /"),
-    starts nginx there and returns its master's pid."""
+    parameters added to the listen line; "locations": beside "location /";
+    "http": directives of the http block), starts nginx there and returns
+    its master's pid."""
     conf = """
 %s
 worker_processes %d;
@@ -204,6 +205,7 @@ error_log %s/error.log warn;
 events { worker_connections %d; }
 http {
     access_log off;
+    %s
     client_body_temp_path %s;
     proxy_temp_path %s;
     upstream up {
@@ -222,7 +224,7 @@ http {
         }
     }
 }
-""" % (load, workers, fds, d, d, fds - 1024, d, d,
+""" % (load, workers, fds, d, d, fds - 1024, http, d, d,
        upstream, backend_port, port, listen, locations)
     with open(os.path.join(d, "nginx.conf"), "w") as f:
         f.write(conf)
