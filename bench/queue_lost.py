@@ -469,7 +469,10 @@ class Run:
             for line in f:
                 i, status, wait, addr = line.split(None, 3)
                 if i != "-":
-                    logged[i] = (int(status), int(wait or 0), addr.strip())
+                    # "-": the module had not seen the request
+                    logged[i] = (int(status),
+                                 int(wait) if wait.isdigit() else 0,
+                                 addr.strip())
         return logged
 
     async def status(self):
