@@ -744,9 +744,9 @@ SAN_SEEN = set()
 # empty conf_param with ngx_pstrdup(NULL) (UBSan: nonnull argument)
 SAN_KNOWN = "ngx_init_cycle src/core/ngx_cycle.c:118"
 # and its HTTP/2 frames' fields written unaligned on purpose (x86-64:
-# NGX_HAVE_NONALIGNED), e.g. ngx_http_v2_send_settings(): UBSan's
-# "store to misaligned address" in nginx's own HTTP/2 code
-SAN_KNOWN_V2 = "src/http/v2/ngx_http_v2.c:"
+# NGX_HAVE_NONALIGNED), in ngx_http_v2.c and ngx_http_v2_filter_module.c:
+# UBSan's "store to misaligned address" in nginx's own HTTP/2 code
+SAN_KNOWN_V2 = "src/http/v2/ngx_http_v2"
 
 
 def sanitizer_reports():
