@@ -41,12 +41,12 @@ bench-memory-smoke: module deps-test
 # Issue 45's "Nothing lost" at scale (bench/queue_lost.py): 600 clients,
 # 500+ waiting in the queue (threshold=4 queue=2000, four backends that
 # answer after 0.5 s), through client aborts (10 %), nginx -s reload (same
-# and changed configuration), kill -9 of a worker, and a queue that fills
-# and times out; fails when a request is lost (reset, closed, timed out,
+# and changed configuration), kill -9 of a worker (and of an old one after
+# a reload), a queue that fills and times out, and HTTP/2 streams; fails when a request is lost (reset, closed, timed out,
 # a 429/503 without Retry-After), a shed.* count differs from what the
 # clients saw, or waiting / in flight do not return to 0.
 #
-#   make bench-queue-lost   report in build/queue_lost.md (about 90 s)
+#   make bench-queue-lost   report in build/queue_lost.md (about 2 min)
 #   QUEUE_LOST_NGINX=build/asan/nginx/objs/nginx QUEUE_LOST_MODULE= \
 #   make bench-queue-lost   the same under the ASan nginx (module built in;
 #                           fails on a sanitizer report in
