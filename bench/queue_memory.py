@@ -102,14 +102,23 @@ def start_nginx(arm, port, backend_port):
                         "location = /status { prefix_aware_status; }")
 
 
-async def status(port):
+async def upstream_status(port, name="up"):
+    """The status page's JSON of upstream name (its "queue", "servers")."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"GET /status?format=json HTTP/1.0\r\nHost: x\r\n\r\n")
     data = await reader.read()
     writer.close()
-    st = json.loads(data.split(b"\r\n\r\n", 1)[1])["upstreams"]["up"]
+    return json.loads(data.split(b"\r\n\r\n", 1)[1])["upstreams"][name]
+
+
+def counts(st):
+    """(requests waiting in the queue, in flight on every server)"""
     return (st.get("queue", {}).get("waiting", 0),
             sum(s.get("inflight", 0) for s in st["servers"]))
+
+
+async def status(port):
+    return counts(await upstream_status(port))
 
 
 async def until(port, arm, n):

@@ -50,7 +50,9 @@ STREAMS = int(os.environ.get("STREAMS", "2000"))
 BODY_CHARS = int(os.environ.get("BODY_CHARS", "12000"))
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 LIMIT_KB = float(os.environ.get("LIMIT_KB", "4"))
-NGINX = os.environ.get("NGINX", "/usr/sbin/nginx")
+# taken out of the environment: nginx reads an "NGINX" variable as the
+# sockets of a binary upgrade, and then neither daemonizes nor listens
+NGINX = os.environ.pop("NGINX", "/usr/sbin/nginx")
 MODULE = os.environ.get("MODULE", "objs/ngx_http_prefix_aware_module.so")
 OUT = os.environ.get("OUT", "build/stream_memory.md")
 
@@ -187,11 +189,12 @@ def worker_pids(master, n=None):
 
 
 def run_nginx(d, load, workers, fds, upstream, backend_port, port, listen,
-              locations=""):
+              locations="", http=""):
     """Writes d/nginx.conf, workers with fds descriptors each in front of
     the backend at backend_port ("upstream": the balancer's line; "listen":
-    parameters added to the listen line; "locations": beside "location /"),
-    starts nginx there and returns its master's pid."""
+    parameters added to the listen line; "locations": beside "location /";
+    "http": directives of the http block), starts nginx there and returns
+    its master's pid."""
     conf = """
 %s
 worker_processes %d;
@@ -202,6 +205,7 @@ error_log %s/error.log warn;
 events { worker_connections %d; }
 http {
     access_log off;
+    %s
     client_body_temp_path %s;
     proxy_temp_path %s;
     upstream up {
@@ -220,7 +224,7 @@ http {
         }
     }
 }
-""" % (load, workers, fds, d, d, fds - 1024, d, d,
+""" % (load, workers, fds, d, d, fds - 1024, http, d, d,
        upstream, backend_port, port, listen, locations)
     with open(os.path.join(d, "nginx.conf"), "w") as f:
         f.write(conf)
