@@ -269,7 +269,26 @@ LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             break;
 
         case 4:
-            (void) pa_queue_reap(&q, fuzz_alive, NULL, now);
+            if (data[i + 1] & 1) {
+                (void) pa_queue_reap(&q, fuzz_alive, NULL, now);
+                break;
+            }
+
+            /* a request that would pass the queue: its flow charged */
+
+            before = h->waiting;
+
+            if (pa_queue_pass(&q, (int32_t) (data[i + 1] % 11) - 5,
+                              data[i + 2] % 7, data[i + 3] * 100ULL)
+                && (data[i + 2] % 7) == 0)
+            {
+                abort();                  /* no flow never passes */
+            }
+
+            if (h->waiting != before) {
+                abort();
+            }
+
             break;
 
         default:

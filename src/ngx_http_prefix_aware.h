@@ -1109,6 +1109,8 @@ ngx_int_t ngx_http_prefix_aware_queue_room(
     ngx_uint_t limit);
 uint64_t ngx_http_prefix_aware_queue_uncached(
     ngx_http_prefix_aware_peer_data_t *pd);
+ngx_uint_t ngx_http_prefix_aware_queue_match(
+    ngx_http_prefix_aware_peer_data_t *pd);
 ngx_msec_t ngx_http_prefix_aware_queue_waited(
     ngx_http_prefix_aware_peer_data_t *pd);
 uint64_t ngx_http_prefix_aware_queue_flow(ngx_http_request_t *r,

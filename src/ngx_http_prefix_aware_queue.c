@@ -106,6 +106,7 @@ ngx_int_t
 ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd)
 {
+    int                             pass;
     int32_t                         slot, priority;
     uint32_t                        out[NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH];
     uint64_t                        flow, cost;
@@ -173,6 +174,26 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
     /* its work: the prefill no server holds (with the index), or its units */
 
     cost = ngx_http_prefix_aware_queue_uncached(pd);
+
+    /*
+     * queue_reserve=: a light request of a flow not ahead of its band
+     * whose prefix holder takes it (over the cap by what its match saves,
+     * cap=cost) goes there at once, as it would have without others
+     * waiting, its work charged to its flow: the queue holds what would
+     * spill or go cold
+     */
+
+    if (room == 0 && qu->reserve && flow && limit == pd->conf->threshold
+        && ngx_http_prefix_aware_queue_match(pd))
+    {
+        ngx_shmtx_lock(&qu->shpool->mutex);
+        pass = pa_queue_pass(&qu->q, priority, flow, cost);
+        ngx_shmtx_unlock(&qu->shpool->mutex);
+
+        if (pass) {
+            return NGX_OK;
+        }
+    }
 
     if (room == 0 && priority < 0) {
         ngx_shmtx_lock(&qu->shpool->mutex);

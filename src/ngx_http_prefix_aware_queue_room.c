@@ -170,6 +170,35 @@ ngx_http_prefix_aware_queue_room(ngx_http_prefix_aware_peer_data_t *pd,
 }
 
 
+/*
+ * whether the index's choice for the request is a match its holder takes
+ * now: under "threshold", or over it by what cap=cost lets a match save
+ * (pa_choose()), on a server whose engine does not report requests
+ * waiting (load=engine); the choice is made again when the request goes
+ */
+
+ngx_uint_t
+ngx_http_prefix_aware_queue_match(ngx_http_prefix_aware_peer_data_t *pd)
+{
+    pa_pick_t                          pick;
+    ngx_http_prefix_aware_srv_conf_t  *pacf;
+
+    pacf = pd->conf;
+
+    if (pd->strategy != NGX_HTTP_PA_STRATEGY_PREFIX
+        || pd->nblocks == 0
+        || pacf->index_size == 0
+        || ngx_http_prefix_aware_index_choose(pd, &pick) != NGX_OK
+        || pd->choice != PA_CHOICE_MATCH)
+    {
+        return 0;
+    }
+
+    return !ngx_http_prefix_aware_queue_engine_full(pacf,
+                                             pacf->shm_server[pick.server]);
+}
+
+
 /* load=engine: an engine that reports requests waiting is full */
 
 static ngx_uint_t

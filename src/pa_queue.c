@@ -262,6 +262,36 @@ pa_queue_heavy_new(pa_queue_t *q, int32_t priority, uint64_t hash)
 }
 
 
+int
+pa_queue_pass(pa_queue_t *q, int32_t priority, uint64_t hash, uint64_t cost)
+{
+    uint32_t          fi;
+    uint64_t          vtime;
+    pa_queue_flow_t  *f;
+
+    if (hash == 0) {
+        return 0;
+    }
+
+    vtime = q->head->bands[pa_queue_band(q, priority, 1)].vtime;
+    fi = pa_queue_flow(q, priority, hash);
+
+    if (fi == 0) {
+        return 0;
+    }
+
+    f = &q->flows[fi - 1];
+
+    if (f->finish > vtime) {
+        return 0;
+    }
+
+    f->finish = vtime + (cost ? cost : 1);
+
+    return 1;
+}
+
+
 int32_t
 pa_queue_admit(pa_queue_t *q, int32_t priority, uint64_t flow,
     uint64_t cost, uint32_t owner, uint64_t now)

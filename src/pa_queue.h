@@ -181,6 +181,17 @@ int pa_queue_heavy(pa_queue_t *q, uint32_t slot);
 /* the same for a request of a flow that comes now, before its admission */
 int pa_queue_heavy_new(pa_queue_t *q, int32_t priority, uint64_t hash);
 
+/*
+ * whether a request of a flow ("hash" of a priority, not 0) that would
+ * go past the queue (to its prefix holder over the cap) may: only while
+ * its flow is not ahead of its band (its last finish tag at most the
+ * band's time); its work "cost" is then charged to the flow, as if it had
+ * been released, so that a flow that keeps passing falls behind the
+ * others and waits in their order
+ */
+int pa_queue_pass(pa_queue_t *q, int32_t priority, uint64_t hash,
+    uint64_t cost);
+
 /* whether place "a" goes before place "b" */
 int pa_queue_before(const pa_queue_slot_t *a, const pa_queue_slot_t *b);
 

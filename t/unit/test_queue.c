@@ -271,6 +271,27 @@ main(void)
     CHECK(pa_queue_top_flows(&q, 8, top) == 0);
     CHECK(q.head->flows_waiting == 0);
 
+    /*
+     * a request that would pass the queue: while its flow is not ahead of
+     * its band, charged as if released; a flow that keeps passing falls
+     * behind and waits, ordered after a flow that did not pass
+     */
+
+    CHECK(pa_queue_pass(&q, 0, 0, 10) == 0);          /* no flow: waits */
+    CHECK(pa_queue_pass(&q, 0, 41, 500) == 1);
+    CHECK(pa_queue_pass(&q, 0, 41, 500) == 0);        /* ahead now */
+    CHECK(pa_queue_pass(&q, 0, 42, 500) == 1);        /* another flow */
+    s[9] = pa_queue_admit(&q, 0, 41, 10, 1, 7300);
+    s[10] = pa_queue_admit(&q, 0, 43, 10, 1, 7300);
+    CHECK(s[9] >= 0 && s[10] >= 0);
+    CHECK(pa_queue_rank(&q, (uint32_t) s[10]) == 0);  /* 41 passed: after */
+    CHECK(pa_queue_rank(&q, (uint32_t) s[9]) == 1);
+    pa_queue_leave(&q, (uint32_t) s[10], PA_QUEUE_RELEASED, 7310);
+    pa_queue_leave(&q, (uint32_t) s[9], PA_QUEUE_RELEASED, 7310);
+    CHECK(pa_queue_pass(&q, 0, 43, 10) == 1);   /* behind the band's time */
+    CHECK(pa_queue_pass(&q, 0, 41, 10) == 0);   /* its last still ahead */
+    CHECK(q.head->waiting == 0 && q.head->flows_waiting == 0);
+
     /* a flow that timed out gives back its tag: it is not penalized */
 
     s[0] = pa_queue_admit(&q, 0, 5, 500, 1, 8000);
