@@ -31,25 +31,9 @@ my $be = PrefixAware::Scenario->new(name => 'backend');
 $be->start_logged_backends(b1 => $bport);
 
 my $ng = PrefixAware::Scenario->new(name => 'reserve');
-my $listen = $ng->port;
-
 sub conf {
-    my ($params) = @_;
-    return <<"_EOC_";
-    log_format wait '\$status \$prefix_aware_wait \$request_uri';
-
-    upstream up {
-        prefix_aware threshold=3 queue=16 flow=\$http_x_tenant $params;
-        server 127.0.0.1:$bport;
-    }
-
-    server {
-        listen 127.0.0.1:$listen;
-        access_log logs/wait.log wait;
-        location = /status { access_log off; prefix_aware_status; }
-        location / { proxy_pass http://up; }
-    }
-_EOC_
+    $ng->one_server_conf($bport,
+                         "threshold=3 queue=16 flow=\$http_x_tenant $_[0]");
 }
 
 sub inflight { ($ng->inflight('up') || {})->{"127.0.0.1:$bport"} // -1 }
@@ -62,22 +46,6 @@ sub before {
     my $i = 0;
     $at{$_} = $i++ for @{ $be->started($tag) };
     return defined $at{$a} && defined $at{$b} && $at{$a} < $at{$b};
-}
-
-# the ms a request tagged "tag-name" waited, from nginx's access log
-# (written as the request ends: after its client may have read it)
-sub waited {
-    my ($tag, $name) = @_;
-    my $ms = -1;
-    wait_until {
-        open my $fh, '<', $ng->root . '/logs/wait.log' or return 0;
-        while (<$fh>) {
-            $ms = $1 if m{^\d+ (\d+) \S*[?&]t=$tag-$name\b};
-        }
-        CORE::close($fh);
-        $ms >= 0;
-    } 5;
-    return $ms;
 }
 
 sub send_one {
@@ -123,7 +91,7 @@ my @r = map { $_->read(20) } @c;
 is_deeply [ map { $_->{status} } @r ], [ (200) x 7 ], 'all answered';
 $_->close for @c;
 
-is waited('r', 'q1'), 0, 'Q\'s request did not wait';
+is $ng->waited('r-q1'), 0, 'Q\'s request did not wait';
 ok before('r', 'q1', 'n6'), 'Q\'s request started before N\'s last'
     or diag explain $be->started('r');
 
@@ -140,7 +108,7 @@ push @c, send_one('o', 'q1', 'q');
 is_deeply [ map { $_->{status} } @r ], [ (200) x 7 ], 'all answered';
 $_->close for @c;
 
-cmp_ok waited('o', 'q1'), '>', 200, 'Q\'s request waited for a place'
+cmp_ok $ng->waited('o-q1'), '>', 200, 'Q\'s request waited for a place'
     or diag(join '', do { open my $fh, '<', $ng->root . '/logs/wait.log'; <$fh> });
 ok before('o', 'n6', 'q1'), 'Q\'s request started after N\'s last'
     or diag explain $be->started('o');

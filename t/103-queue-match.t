@@ -32,43 +32,12 @@ my $be = PrefixAware::Scenario->new(name => 'backend');
 $be->start($be->backends(b1 => $bport));
 
 my $ng = PrefixAware::Scenario->new(name => 'match');
-my $listen = $ng->port;
-
 sub conf {
-    my ($params) = @_;
-    return <<"_EOC_";
-    log_format wait '\$status \$prefix_aware_wait \$request_uri';
-
-    upstream up {
-        prefix_aware threshold=2 queue=16 flow=\$http_x_tenant $params;
-        server 127.0.0.1:$bport;
-    }
-
-    server {
-        listen 127.0.0.1:$listen;
-        access_log logs/wait.log wait;
-        location = /status { access_log off; prefix_aware_status; }
-        location / { proxy_pass http://up; }
-    }
-_EOC_
+    $ng->one_server_conf($bport,
+                         "threshold=2 queue=16 flow=\$http_x_tenant $_[0]");
 }
 
 sub inflight { ($ng->inflight('up') || {})->{"127.0.0.1:$bport"} // -1 }
-
-# the ms a request tagged "t=name" waited, from nginx's access log
-sub waited {
-    my ($name) = @_;
-    my $ms = -1;
-    wait_until {
-        open my $fh, '<', $ng->root . '/logs/wait.log' or return 0;
-        while (<$fh>) {
-            $ms = $1 if m{^\d+ (\d+) \S*[?&]t=$name\b};
-        }
-        CORE::close($fh);
-        $ms >= 0;
-    } 5;
-    return $ms;
-}
 
 sub send_one {
     my ($path, $name, $tenant, $body) = @_;
@@ -123,9 +92,9 @@ my @r = map { $_->read(20) } @c, $again, $cold;
 is_deeply [ map { $_->{status} } @r ], [ (200) x 5 ], 'all answered';
 $_->close for @c, $again, $cold;
 
-is waited('r-q1'), 0, 'the match did not wait';
-ok waited('r-q1b') > 0, 'the next match waited';
-ok waited('r-q2') > 0, 'the new document waited';
+is $ng->waited('r-q1'), 0, 'the match did not wait';
+ok $ng->waited('r-q1b') > 0, 'the next match waited';
+ok $ng->waited('r-q2') > 0, 'the new document waited';
 ok wait_until(sub { $ng->waiting == 0 && inflight() == 0 }, 5),
    'counts back to zero';
 
@@ -145,7 +114,7 @@ ok wait_until(sub { $ng->waiting == 2 }, 5),
 @r = map { $_->read(20) } @c, $q1;
 is_deeply [ map { $_->{status} } @r ], [ (200) x 4 ], 'all answered';
 $_->close for @c, $q1;
-ok waited('o-q1') > 0, 'the match waited';
+ok $ng->waited('o-q1') > 0, 'the match waited';
 
 $ng->stop;
 $be->stop;

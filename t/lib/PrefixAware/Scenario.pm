@@ -379,6 +379,44 @@ sub waiting {
     return ($self->status($upstream)->{queue} || {})->{waiting} // -1;
 }
 
+# an nginx conf of one upstream "up" of one server with "prefix_aware
+# ARGS", its status at /status and each request's wait in the queue in
+# logs/wait.log (for waited())
+sub one_server_conf {
+    my ($self, $bport, $args) = @_;
+    return <<"_EOC_";
+    log_format wait '\$status \$prefix_aware_wait \$request_uri';
+
+    upstream up {
+        prefix_aware $args;
+        server 127.0.0.1:$bport;
+    }
+
+    server {
+        listen 127.0.0.1:$self->{port};
+        access_log logs/wait.log wait;
+        location = /status { access_log off; prefix_aware_status; }
+        location / { proxy_pass http://up; }
+    }
+_EOC_
+}
+
+# the ms the request tagged "t=NAME" waited in the queue, from the log of
+# one_server_conf() (written as the request ends); -1 if not found in 5 s
+sub waited {
+    my ($self, $name) = @_;
+    my $ms = -1;
+    wait_until {
+        open my $fh, '<', "$self->{root}/logs/wait.log" or return 0;
+        while (<$fh>) {
+            $ms = $1 if m{^\d+ (\d+) \S*[?&]t=$name\b};
+        }
+        CORE::close($fh);
+        $ms >= 0;
+    } 5;
+    return $ms;
+}
+
 # a one-shot request on its own connection
 sub request {
     my ($self, $method, $path, %o) = @_;
