@@ -154,23 +154,27 @@ fuzz_check(pa_queue_t *q)
  * the free places of 7 servers (bit j of "free": one on server j) go in
  * order to places that may use one: each taken may, at most one each,
  * in order, no more than the free places, each taking one; with bit 7,
- * queue_reserve=1: no heavy place takes one (no server has more than 1)
+ * queue_reserve=1: no heavy place takes one (no server has more than 1);
+ * with bit 7 of "k", priority_reserve=1: no place of priority 0 or less
  */
 
 static void
 fuzz_pick(pa_queue_t *q, unsigned char free, unsigned char k)
 {
-    uint32_t  i, j, n, total, reserve, room[7], out[NSLOTS];
+    uint32_t  i, j, n, total, reserve, high, room[7], out[NSLOTS];
 
     total = 0;
     reserve = (free >> 7) & 1;
+    high = (k >> 7) & 1;
+    q->reserve = reserve;
+    q->high = high;
 
     for (j = 0; j < 7; j++) {
         room[j] = (free >> j) & 1;
         total += room[j];
     }
 
-    n = pa_queue_pick(q, room, 7, reserve, k % (NSLOTS + 1), -1, out);
+    n = pa_queue_pick(q, room, 7, k % (NSLOTS + 1), -1, out);
 
     if (n > total || n > k % (NSLOTS + 1)) {
         abort();
@@ -181,11 +185,15 @@ fuzz_pick(pa_queue_t *q, unsigned char free, unsigned char k)
             || (i && !pa_queue_before(&q->slots[out[i - 1]],
                                       &q->slots[out[i]]))
             || (q->masks[out[i]] & free) == 0
-            || (reserve && pa_queue_heavy(q, out[i])))
+            || (reserve && pa_queue_heavy(q, out[i]))
+            || (high && q->slots[out[i]].priority <= 0))
         {
             abort();
         }
     }
+
+    q->reserve = 0;
+    q->high = 0;
 
     for (j = 0, total = 0; j < 7; j++) {
         total += room[j];

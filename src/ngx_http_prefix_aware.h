@@ -660,6 +660,7 @@ struct ngx_http_prefix_aware_queue_s {
     ngx_uint_t                             status;
     ngx_uint_t                             retry;     /* s */
     ngx_uint_t                             reserve;   /* places a server */
+    ngx_uint_t                             high;      /* priority_reserve= */
     ngx_int_t                              priority;  /* index, -1 */
     ngx_str_t                              priority_name;
     ngx_int_t                              flow;      /* index, -1 */

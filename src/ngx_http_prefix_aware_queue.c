@@ -106,7 +106,7 @@ ngx_int_t
 ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
     ngx_http_prefix_aware_peer_data_t *pd)
 {
-    int                             pass;
+    int                             pass, heavy;
     int32_t                         slot, priority;
     uint32_t                        out[NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH];
     uint64_t                        flow, cost;
@@ -150,18 +150,16 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
     /*
      * queue_reserve=: a request of a flow with a backlog (others waiting,
      * at least the mean of the flows that wait) leaves the last places of
-     * each server to the others
+     * each server to the others; priority_reserve=: while requests wait,
+     * one of priority 0 or less leaves the last places to higher ones
      */
 
+    heavy = 0;
     limit = pd->conf->threshold;
 
-    if (qu->reserve && flow) {
+    if ((qu->reserve && flow) || qu->high) {
         ngx_shmtx_lock(&qu->shpool->mutex);
-
-        if (pa_queue_heavy_new(&qu->q, priority, flow)) {
-            limit -= qu->reserve;
-        }
-
+        limit -= pa_queue_kept_new(&qu->q, priority, flow, &heavy);
         ngx_shmtx_unlock(&qu->shpool->mutex);
     }
 
@@ -183,7 +181,7 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
      * spill or go cold
      */
 
-    if (room == 0 && qu->reserve && flow && limit == pd->conf->threshold
+    if (room == 0 && qu->reserve && flow && !heavy
         && ngx_http_prefix_aware_queue_match(pd))
     {
         ngx_shmtx_lock(&qu->shpool->mutex);
@@ -241,7 +239,6 @@ ngx_http_prefix_aware_queue_enter(ngx_http_request_t *r,
         ngx_http_prefix_aware_queue_fill(pd, qu->room);
 
         n = pa_queue_pick(&qu->q, qu->room, (uint32_t) pd->conf->nservers,
-                          (uint32_t) qu->reserve,
                           NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH, slot, out);
 
         if (n && out[n - 1] == (uint32_t) slot) {
@@ -370,11 +367,7 @@ ngx_http_prefix_aware_queue_resume(ngx_http_request_t *r,
 
     if (qu->q.slots[w->slot].seq == w->seq) {
 
-        limit = pd->conf->threshold;
-
-        if (qu->reserve && pa_queue_heavy(&qu->q, w->slot)) {
-            limit -= qu->reserve;
-        }
+        limit = pd->conf->threshold - pa_queue_kept(&qu->q, w->slot);
 
         if (ngx_http_prefix_aware_queue_room(pd, 1, limit) == 0) {
             ngx_shmtx_unlock(&qu->shpool->mutex);
@@ -465,7 +458,6 @@ ngx_http_prefix_aware_queue_look(ngx_event_t *ev)
     ngx_http_prefix_aware_queue_reap_locked(qu, ev->log, now);
 
     n = pa_queue_pick(&qu->q, qu->room, (uint32_t) qu->pacf->nservers,
-                      (uint32_t) qu->reserve,
                       NGX_HTTP_PREFIX_AWARE_QUEUE_BATCH, -1, top);
 
     for (i = 0; i < n; i++) {

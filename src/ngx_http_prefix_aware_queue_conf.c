@@ -50,7 +50,8 @@ ngx_http_prefix_aware_queue_conf(ngx_conf_t *cf,
 
 
 /* queue=, queue_timeout=, queue_poll=, queue_status=, queue_retry=, */
-/* queue_reserve=, priority=, flow=: NGX_OK, NGX_DECLINED, NGX_ERROR */
+/* queue_reserve=, priority=, priority_reserve=, flow=: NGX_OK, */
+/* NGX_DECLINED, NGX_ERROR */
 
 ngx_int_t
 ngx_http_prefix_aware_queue_param(ngx_conf_t *cf,
@@ -62,7 +63,7 @@ ngx_http_prefix_aware_queue_param(ngx_conf_t *cf,
     ngx_http_prefix_aware_queue_t  *qu;
 
     if (ngx_strncmp(value->data, "queue", 5) != 0
-        && ngx_strncmp(value->data, "priority=", 9) != 0
+        && ngx_strncmp(value->data, "priority", 8) != 0
         && ngx_strncmp(value->data, "flow=", 5) != 0)
     {
         return NGX_DECLINED;
@@ -104,6 +105,11 @@ ngx_http_prefix_aware_queue_param(ngx_conf_t *cf,
     if (ngx_strncmp(value->data, "queue_reserve=", 14) == 0) {
         rv = ngx_http_prefix_aware_number(cf, value, 14, 0, 1023,
                                           &qu->reserve);
+        return (rv == NGX_CONF_OK) ? NGX_OK : NGX_ERROR;
+    }
+
+    if (ngx_strncmp(value->data, "priority_reserve=", 17) == 0) {
+        rv = ngx_http_prefix_aware_number(cf, value, 17, 0, 1023, &qu->high);
         return (rv == NGX_CONF_OK) ? NGX_OK : NGX_ERROR;
     }
 
@@ -208,16 +214,25 @@ ngx_http_prefix_aware_queue_init(ngx_conf_t *cf,
         ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
                       "prefix_aware: queue_timeout=, queue_poll=, "
                       "queue_status=, queue_retry=, queue_reserve=, "
-                      "priority= and flow= need queue=N in upstream \"%V\"",
+                      "priority=, priority_reserve= and flow= need queue=N "
+                      "in upstream \"%V\"",
                       &pacf->upstream->host);
         return NGX_ERROR;
     }
 
-    if (qu->reserve >= pacf->threshold) {
+    if (qu->reserve + qu->high >= pacf->threshold) {
         ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
-                      "prefix_aware: queue_reserve=%ui must be less than "
+                      "prefix_aware: queue_reserve=%ui and "
+                      "priority_reserve=%ui together must be less than "
                       "threshold=%ui in upstream \"%V\"", qu->reserve,
-                      pacf->threshold, &pacf->upstream->host);
+                      qu->high, pacf->threshold, &pacf->upstream->host);
+        return NGX_ERROR;
+    }
+
+    if (qu->high && qu->priority < 0) {
+        ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+                      "prefix_aware: priority_reserve= needs priority=$var "
+                      "in upstream \"%V\"", &pacf->upstream->host);
         return NGX_ERROR;
     }
 
@@ -291,6 +306,8 @@ ngx_http_prefix_aware_queue_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     }
 
     qu->shpool = shpool;
+    qu->q.reserve = (uint32_t) qu->reserve;
+    qu->q.high = (uint32_t) qu->high;
 
     return NGX_OK;
 }

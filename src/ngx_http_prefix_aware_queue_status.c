@@ -65,8 +65,9 @@ ngx_http_prefix_aware_queue_json(ngx_http_prefix_aware_srv_conf_t *pacf,
     ngx_http_prefix_aware_printf(w,
         "      \"queue\": { \"size\": %ui, \"timeout_ms\": %M, "
         "\"poll_ms\": %M, \"status\": %ui, \"retry_after\": %ui, "
-        "\"reserve\": %ui, ",
-        qu->size, qu->timeout, qu->poll, qu->status, qu->retry, qu->reserve);
+        "\"reserve\": %ui, \"priority_reserve\": %ui, ",
+        qu->size, qu->timeout, qu->poll, qu->status, qu->retry, qu->reserve,
+        qu->high);
 
     if (qu->priority >= 0) {
         ngx_http_prefix_aware_escape(w, &s, &qu->priority_name, 1);

@@ -82,6 +82,8 @@ pa_queue_attach(pa_queue_t *q, void *mem, size_t size, uint32_t nslots,
     q->slots = (pa_queue_slot_t *) (h + 1);
     q->flows = (pa_queue_flow_t *) (q->slots + nslots);
     q->masks = (uint64_t *) (q->flows + nflows);
+    q->reserve = 0;
+    q->high = 0;
 
     if (h->magic == PA_QUEUE_MAGIC && h->nslots == nslots
         && h->nflows == nflows && h->nwords == nwords)
@@ -259,6 +261,39 @@ pa_queue_heavy_new(pa_queue_t *q, int32_t priority, uint64_t hash)
     w = pa_queue_flow_waiting(q, priority, hash);
 
     return w && (w + 1) * q->head->flows_waiting >= q->head->waiting + 1;
+}
+
+
+uint32_t
+pa_queue_kept(pa_queue_t *q, uint32_t slot)
+{
+    uint32_t  kept;
+
+    kept = (q->reserve && pa_queue_heavy(q, slot)) ? q->reserve : 0;
+
+    if (q->slots[slot].priority <= 0) {
+        kept += q->high;
+    }
+
+    return kept;
+}
+
+
+uint32_t
+pa_queue_kept_new(pa_queue_t *q, int32_t priority, uint64_t hash,
+    int *heavy)
+{
+    uint32_t  kept;
+
+    *heavy = q->reserve && hash && pa_queue_heavy_new(q, priority, hash);
+
+    kept = *heavy ? q->reserve : 0;
+
+    if (priority <= 0 && q->head->waiting) {
+        kept += q->high;
+    }
+
+    return kept;
 }
 
 
@@ -444,10 +479,10 @@ pa_queue_fits(pa_queue_t *q, uint32_t slot, const uint32_t *room,
 
 uint32_t
 pa_queue_pick(pa_queue_t *q, uint32_t *room, uint32_t nservers,
-    uint32_t reserve, uint32_t k, int64_t stop, uint32_t *out)
+    uint32_t k, int64_t stop, uint32_t *out)
 {
     int64_t           j;
-    uint32_t          i, w, n, nw, best;
+    uint32_t          i, w, n, nw, best, kept;
     uint64_t          total, free[PA_QUEUE_MAX_WORDS];
     const uint64_t   *m;
     pa_queue_slot_t  *s;
@@ -504,9 +539,9 @@ pa_queue_pick(pa_queue_t *q, uint32_t *room, uint32_t nservers,
                 }
             }
 
-            if (reserve && pa_queue_heavy(q, i)
-                && !pa_queue_fits(q, i, room, nservers, reserve))
-            {
+            kept = pa_queue_kept(q, i);
+
+            if (kept && !pa_queue_fits(q, i, room, nservers, kept)) {
                 continue;
             }
 

@@ -102,6 +102,8 @@ typedef struct {
     pa_queue_slot_t  *slots;
     pa_queue_flow_t  *flows;
     uint64_t         *masks;  /* nwords a place: the servers it may use */
+    uint32_t          reserve;  /* places a server kept from the heavy */
+    uint32_t          high;   /* kept for priorities above 0 while any wait */
 } pa_queue_t;
 
 
@@ -121,7 +123,8 @@ size_t pa_queue_size(uint32_t nslots, uint32_t nwords);
 /*
  * the table in "mem": kept if it was made for "nslots" and "nwords" (1,
  * a reload), else made empty (0); -1 if "size" is too small or "nwords"
- * over PA_QUEUE_MAX_WORDS
+ * over PA_QUEUE_MAX_WORDS.  The handle's "reserve" and "high" are set to
+ * 0 (the caller sets them: queue_reserve=, priority_reserve=)
  */
 int pa_queue_attach(pa_queue_t *q, void *mem, size_t size, uint32_t nslots,
     uint32_t nwords);
@@ -147,12 +150,26 @@ void pa_queue_set_mask(pa_queue_t *q, uint32_t slot, const uint64_t *mask);
  * most room among those it may use, and a place that may use none of
  * the servers with room is passed over (it does not hold back those
  * after it that can); at most "k" into "out", in order, ending at "stop"
- * if it is among them (-1: none); how many.  A heavy place (queue_reserve=,
- * pa_queue_heavy()) takes one only on a server with more than "reserve"
- * free places
+ * if it is among them (-1: none); how many.  A place takes one only on a
+ * server with more free places than are kept from it (pa_queue_kept())
  */
 uint32_t pa_queue_pick(pa_queue_t *q, uint32_t *room, uint32_t nservers,
-    uint32_t reserve, uint32_t k, int64_t stop, uint32_t *out);
+    uint32_t k, int64_t stop, uint32_t *out);
+
+/*
+ * the places of each server kept from the request of place "slot": the
+ * handle's "reserve" if it is heavy (pa_queue_heavy()), and its "high"
+ * if its priority is 0 or less (it waits, so requests wait)
+ */
+uint32_t pa_queue_kept(pa_queue_t *q, uint32_t slot);
+
+/*
+ * the same for a request of a flow ("hash", 0: none) that comes now,
+ * before its admission: "high" only while requests wait; "*heavy" set
+ * to whether the reserve is kept from it (pa_queue_heavy_new())
+ */
+uint32_t pa_queue_kept_new(pa_queue_t *q, int32_t priority, uint64_t hash,
+    int *heavy);
 
 /* a place left, for "reason", at "now": counted, its wait recorded */
 void pa_queue_leave(pa_queue_t *q, uint32_t slot, pa_queue_reason_e reason,

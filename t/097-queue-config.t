@@ -1,6 +1,7 @@
 # queue=, queue_timeout=, queue_poll=, queue_status=, queue_retry=,
-# queue_reserve=, priority= and flow=: configuration errors name the parameter and its
-# range; queue=off is the default (nothing waits, t/095-queue.t).
+# queue_reserve=, priority=, priority_reserve= and flow=: configuration
+# errors name the parameter and its range; queue=off is the default
+# (nothing waits, t/095-queue.t).
 
 use Test::Nginx::Socket 'no_plan';
 
@@ -148,7 +149,7 @@ invalid "flow" value "tenant" in "prefix_aware", it must be a $variable
 GET /t
 --- must_die
 --- error_log
-prefix_aware: queue_timeout=, queue_poll=, queue_status=, queue_retry=, queue_reserve=, priority= and flow= need queue=N in upstream "up"
+prefix_aware: queue_timeout=, queue_poll=, queue_status=, queue_retry=, queue_reserve=, priority=, priority_reserve= and flow= need queue=N in upstream "up"
 
 
 
@@ -188,7 +189,7 @@ GET /t?format=json
 === TEST 12: every parameter given: the status page shows them
 --- http_config
     upstream up {
-        prefix_aware queue=8 queue_timeout=3s queue_poll=2ms queue_status=503 queue_retry=4 queue_reserve=3 priority=$http_x_p flow=$http_x_t;
+        prefix_aware queue=8 queue_timeout=3s queue_poll=2ms queue_status=503 queue_retry=4 queue_reserve=3 priority=$http_x_p priority_reserve=2 flow=$http_x_t;
         server 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
     }
 --- config
@@ -196,7 +197,7 @@ GET /t?format=json
 --- request
 GET /t?format=json
 --- response_body_like chomp
-"queue": \{ "size": 8, "timeout_ms": 3000, "poll_ms": 2, "status": 503, "retry_after": 4, "reserve": 3, "priority": "\$http_x_p", "flow": "\$http_x_t", "waiting": 0,
+"queue": \{ "size": 8, "timeout_ms": 3000, "poll_ms": 2, "status": 503, "retry_after": 4, "reserve": 3, "priority_reserve": 2, "priority": "\$http_x_p", "flow": "\$http_x_t", "waiting": 0,
 --- no_error_log
 [error]
 
@@ -230,7 +231,7 @@ invalid "queue_reserve" value "1024" in "prefix_aware", it must be a number from
 GET /t
 --- must_die
 --- error_log
-prefix_aware: queue_reserve=4 must be less than threshold=4 in upstream "up"
+prefix_aware: queue_reserve=4 and priority_reserve=0 together must be less than threshold=4 in upstream "up"
 
 
 
@@ -247,3 +248,51 @@ GET /t
 --- must_die
 --- error_log
 need queue=N in upstream "up"
+
+
+
+=== TEST 16: priority_reserve out of range
+--- http_config
+    upstream up {
+        prefix_aware queue=8 priority=$http_x_p priority_reserve=-1;
+        server 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+invalid "priority_reserve" value "-1" in "prefix_aware", it must be a number from 0 to 1023
+
+
+
+=== TEST 17: queue_reserve and priority_reserve together not below threshold
+--- http_config
+    upstream up {
+        prefix_aware threshold=6 queue=8 queue_reserve=3 priority=$http_x_p priority_reserve=3;
+        server 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+prefix_aware: queue_reserve=3 and priority_reserve=3 together must be less than threshold=6 in upstream "up"
+
+
+
+=== TEST 18: priority_reserve without priority=
+--- http_config
+    upstream up {
+        prefix_aware queue=8 priority_reserve=2;
+        server 127.0.0.1:$TEST_NGINX_RAND_PORT_1;
+    }
+--- config
+    location /t { proxy_pass http://up; }
+--- request
+GET /t
+--- must_die
+--- error_log
+prefix_aware: priority_reserve= needs priority=$var in upstream "up"

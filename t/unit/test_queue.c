@@ -46,7 +46,7 @@ release_first(pa_queue_t *q, uint64_t *flow_of, uint64_t now)
 int
 main(void)
 {
-    int         calls;
+    int         calls, heavy;
     void       *mem;
     size_t      size;
     int32_t     s[64], prio, f;
@@ -381,14 +381,14 @@ main(void)
 
         memset(room, 0, sizeof(room));
         room[2] = 1;
-        CHECK(pa_queue_pick(&q, room, 70, 0, 8, -1, out) == 1);
+        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 1);
         CHECK(out[0] == (uint32_t) s[2] && room[2] == 0);
 
         /* one on A's, one on B's: A1 then B1, not A2 */
 
         room[0] = 1;
         room[3] = 1;
-        CHECK(pa_queue_pick(&q, room, 70, 0, 8, -1, out) == 2);
+        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 2);
         CHECK(out[0] == (uint32_t) s[0] && out[1] == (uint32_t) s[2]);
 
         /* server 69 (the second word): C1, then D1 takes what is left */
@@ -396,7 +396,7 @@ main(void)
         memset(room, 0, sizeof(room));
         room[69] = 1;
         room[5] = 1;
-        CHECK(pa_queue_pick(&q, room, 70, 0, 8, -1, out) == 2);
+        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 2);
         CHECK(out[0] == (uint32_t) s[3] && out[1] == (uint32_t) s[4]);
 
         /* stop: ends at the place asked for; k bounds */
@@ -404,9 +404,9 @@ main(void)
         memset(room, 0, sizeof(room));
         room[0] = 3;
         room[2] = 3;
-        CHECK(pa_queue_pick(&q, room, 70, 0, 8, s[1], out) == 2);
+        CHECK(pa_queue_pick(&q, room, 70, 8, s[1], out) == 2);
         CHECK(out[1] == (uint32_t) s[1] && room[0] == 1);
-        CHECK(pa_queue_pick(&q, room, 70, 0, 1, -1, out) == 1);
+        CHECK(pa_queue_pick(&q, room, 70, 1, -1, out) == 1);
         CHECK(out[0] == (uint32_t) s[0]);
 
         /* more room on a server: the place takes the one with the most */
@@ -414,13 +414,65 @@ main(void)
         memset(room, 0, sizeof(room));
         room[0] = 1;
         room[1] = 4;
-        CHECK(pa_queue_pick(&q, room, 70, 0, 1, -1, out) == 1);
+        CHECK(pa_queue_pick(&q, room, 70, 1, -1, out) == 1);
         CHECK(room[1] == 3 && room[0] == 1);
 
         /* nothing free: none */
 
         memset(room, 0, sizeof(room));
-        CHECK(pa_queue_pick(&q, room, 70, 0, 8, -1, out) == 0);
+        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 0);
+
+        /*
+         * priority_reserve=2: the last 2 places of each server are kept
+         * from priorities 0 and less while requests wait; E1 (priority
+         * 3, on every server) takes one, D1 only where 3 are free
+         */
+
+        q.high = 2;
+        s[5] = pa_queue_admit(&q, 3, 0, 1, 1, 105);
+        CHECK(pa_queue_kept(&q, (uint32_t) s[4]) == 2);
+        CHECK(pa_queue_kept(&q, (uint32_t) s[5]) == 0);
+
+        memset(room, 0, sizeof(room));
+        room[5] = 2;
+        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 1);
+        CHECK(out[0] == (uint32_t) s[5] && room[5] == 1);
+
+        room[5] = 0;
+        room[6] = 3;                      /* E1 takes one: 2 left, kept */
+        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 1);
+
+        room[6] = 4;
+        CHECK(pa_queue_pick(&q, room, 70, 8, -1, out) == 2);
+        CHECK(out[0] == (uint32_t) s[5] && out[1] == (uint32_t) s[4]);
+        CHECK(room[6] == 2);
+
+        /* a request that comes: kept only while requests wait */
+
+        CHECK(pa_queue_kept_new(&q, 0, 0, &heavy) == 2 && !heavy);
+        CHECK(pa_queue_kept_new(&q, 1, 0, &heavy) == 0 && !heavy);
+        CHECK(pa_queue_kept_new(&q, -1, 0, &heavy) == 2);
+
+        for (i = 0; i < 6; i++) {
+            pa_queue_leave(&q, (uint32_t) s[i], PA_QUEUE_RELEASED, 110);
+        }
+
+        CHECK(q.head->waiting == 0);
+        CHECK(pa_queue_kept_new(&q, 0, 0, &heavy) == 0);
+
+        /* with queue_reserve=: both are kept from a heavy one */
+
+        q.reserve = 1;
+        s[0] = pa_queue_admit(&q, 0, 77, 1, 1, 120);
+        s[1] = pa_queue_admit(&q, 0, 77, 1, 1, 121);
+        CHECK(pa_queue_kept(&q, (uint32_t) s[0]) == 2);
+        CHECK(pa_queue_kept(&q, (uint32_t) s[1]) == 3);
+        CHECK(pa_queue_kept_new(&q, 0, 77, &heavy) == 3 && heavy);
+        CHECK(pa_queue_kept_new(&q, 2, 77, &heavy) == 0 && !heavy);
+        pa_queue_leave(&q, (uint32_t) s[0], PA_QUEUE_RELEASED, 130);
+        pa_queue_leave(&q, (uint32_t) s[1], PA_QUEUE_RELEASED, 130);
+        q.reserve = 0;
+        q.high = 0;
     }
 
     free(mem);
