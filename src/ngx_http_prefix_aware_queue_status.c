@@ -80,8 +80,8 @@ ngx_http_prefix_aware_queue_json(ngx_http_prefix_aware_srv_conf_t *pacf,
     }
 
     ngx_http_prefix_aware_printf(w,
-        "\"waiting\": %uL, \"max_waiting\": %uL, ", h->waiting,
-        h->max_waiting);
+        "\"waiting\": %uL, \"max_waiting\": %uL, \"passed\": %uL, ",
+        h->waiting, h->max_waiting, h->passed);
 
     ngx_http_prefix_aware_queue_json_left(w, h->left);
 
@@ -111,7 +111,8 @@ ngx_http_prefix_aware_queue_json(ngx_http_prefix_aware_srv_conf_t *pacf,
         }
 
         if (k == PA_QUEUE_BANDS) {
-            if (b->waiting == 0 && b->released == 0 && b->left[1] == 0
+            if (b->waiting == 0 && b->released == 0 && b->passed == 0
+                && b->left[1] == 0
                 && b->left[2] == 0 && b->left[3] == 0 && b->left[4] == 0
                 && b->left[5] == 0)
             {
@@ -129,8 +130,9 @@ ngx_http_prefix_aware_queue_json(ngx_http_prefix_aware_srv_conf_t *pacf,
 
         first = 0;
 
-        ngx_http_prefix_aware_printf(w, "\"waiting\": %uL, \"work\": %uL, ",
-                                     b->waiting, b->work);
+        ngx_http_prefix_aware_printf(w, "\"waiting\": %uL, \"passed\": %uL, "
+                                     "\"work\": %uL, ", b->waiting,
+                                     b->passed, b->work);
         ngx_http_prefix_aware_queue_json_left(w, b->left);
         ngx_http_prefix_aware_printf(w, " }");
     }
@@ -242,6 +244,31 @@ ngx_http_prefix_aware_queue_prometheus(
                     &label[i][0], band, pa_queue_reasons[r],
                     h->bands[k].left[r]);
             }
+        }
+    }
+
+    ngx_http_prefix_aware_family(w, "queue_passed_total", "counter",
+        "Requests that went past the queue to their prefix holder while "
+        "every server was at its bounds (queue_reserve=), by priority.");
+
+    for (i = 0; i < pamcf->upstreams.nelts; i++) {
+        if (pacf[i]->queue == NULL || pacf[i]->queue->q.head == NULL) {
+            continue;
+        }
+
+        h = pacf[i]->queue->q.head;
+
+        for (k = 0; k <= PA_QUEUE_BANDS; k++) {
+            if (k < PA_QUEUE_BANDS && !h->bands[k].used) {
+                continue;
+            }
+
+            ngx_http_prefix_aware_queue_band_label(band, h, k);
+
+            ngx_http_prefix_aware_printf(w,
+                "nginx_prefix_aware_queue_passed_total"
+                "{upstream=\"%V\",priority=\"%s\"} %uL\n",
+                &label[i][0], band, h->bands[k].passed);
         }
     }
 

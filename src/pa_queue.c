@@ -13,7 +13,7 @@
 #include "pa_queue.h"
 
 
-#define PA_QUEUE_MAGIC  0x70615f7175657566ULL     /* "pa_queuf": v2 */
+#define PA_QUEUE_MAGIC  0x70615f7175657567ULL     /* "pa_queug": v3 */
 
 
 static uint32_t pa_queue_flow_find(pa_queue_t *q, int32_t priority,
@@ -300,7 +300,7 @@ pa_queue_kept_new(pa_queue_t *q, int32_t priority, uint64_t hash,
 int
 pa_queue_pass(pa_queue_t *q, int32_t priority, uint64_t hash, uint64_t cost)
 {
-    uint32_t          fi;
+    uint32_t          fi, b;
     uint64_t          vtime;
     pa_queue_flow_t  *f;
 
@@ -308,7 +308,8 @@ pa_queue_pass(pa_queue_t *q, int32_t priority, uint64_t hash, uint64_t cost)
         return 0;
     }
 
-    vtime = q->head->bands[pa_queue_band(q, priority, 1)].vtime;
+    b = pa_queue_band(q, priority, 1);
+    vtime = q->head->bands[b].vtime;
     fi = pa_queue_flow(q, priority, hash);
 
     if (fi == 0) {
@@ -322,6 +323,9 @@ pa_queue_pass(pa_queue_t *q, int32_t priority, uint64_t hash, uint64_t cost)
     }
 
     f->finish = vtime + (cost ? cost : 1);
+
+    q->head->passed++;
+    q->head->bands[b].passed++;
 
     return 1;
 }

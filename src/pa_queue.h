@@ -74,6 +74,7 @@ typedef struct {
     uint64_t    vtime;        /* the start tag last released */
     uint64_t    waiting;
     uint64_t    released;
+    uint64_t    passed;       /* went past the queue (pa_queue_pass()) */
     uint64_t    work;         /* cost released */
     uint64_t    left[PA_QUEUE_NREASONS];  /* [0]: released */
 } pa_queue_band_t;
@@ -89,6 +90,7 @@ typedef struct {
     uint64_t    waiting;
     uint64_t    flows_waiting;  /* flows with requests waiting */
     uint64_t    max_waiting;  /* the most ever waiting at once */
+    uint64_t    passed;       /* went past the queue (pa_queue_pass()) */
     uint64_t    left[PA_QUEUE_NREASONS];
     uint64_t    hist[PA_QUEUE_HIST];
     uint64_t    wait_sum;     /* ms, of the released */
@@ -204,7 +206,7 @@ int pa_queue_heavy_new(pa_queue_t *q, int32_t priority, uint64_t hash);
  * its flow is not ahead of its band (its last finish tag at most the
  * band's time); its work "cost" is then charged to the flow, as if it had
  * been released, so that a flow that keeps passing falls behind the
- * others and waits in their order
+ * others and waits in their order; counted "passed" in the band
  */
 int pa_queue_pass(pa_queue_t *q, int32_t priority, uint64_t hash,
     uint64_t cost);

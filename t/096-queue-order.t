@@ -148,6 +148,8 @@ like $r->{body}, qr/^nginx_prefix_aware_queue_left_total\{upstream="up",priority
      'sheddable by priority';
 like $r->{body}, qr/^nginx_prefix_aware_queue_waiting\{upstream="up",priority="0"\} 0$/m,
      'waiting by priority';
+like $r->{body}, qr/^nginx_prefix_aware_queue_passed_total\{upstream="up",priority="5"\} 0$/m,
+     'passed by priority';
 like $r->{body}, qr/^nginx_prefix_aware_queue_wait_seconds_count\{upstream="up"\} \d+$/m,
      'the wait histogram';
 
@@ -160,9 +162,10 @@ SKIP: {
     my $dom = `chromium --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir=@{[ $ng->root ]}/chromium --virtual-time-budget=5000 --dump-dom '$url' 2>/dev/null`;
     (my $text = $dom) =~ s/<[^>]*>/ /g;
     $text =~ s/\s+/ /g;
-    like $text, qr/queue: 0 waiting of 16, released \d+, shed: full 0, timeout 0, sheddable 1, gone 0, lost 0/,
+    like $text, qr/queue: 0 waiting of 16, released \d+, passed 0, shed: full 0, timeout 0, sheddable 1, gone 0, lost 0/,
          'the page shows the queue';
-    like $text, qr/ 5 0 1 0 0 0 0 0 \d+ /, 'a row of priority 5: 1 released';
+    like $text, qr/ 5 0 1 0 0 0 0 0 0 \d+ /,
+         'a row of priority 5: 1 released, none passed';
     like $text, qr/wait \(ms\) requests/, 'the wait histogram';
 }
 

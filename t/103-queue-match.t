@@ -93,6 +93,7 @@ is_deeply [ map { $_->{status} } @r ], [ (200) x 5 ], 'all answered';
 $_->close for @c, $again, $cold;
 
 is $ng->waited('r-q1'), 0, 'the match did not wait';
+is $ng->status->{queue}{passed}, 1, 'the status page counts it passed';
 ok $ng->waited('r-q1b') > 0, 'the next match waited';
 ok $ng->waited('r-q2') > 0, 'the new document waited';
 ok wait_until(sub { $ng->waiting == 0 && inflight() == 0 }, 5),

@@ -281,6 +281,8 @@ main(void)
     CHECK(pa_queue_pass(&q, 0, 41, 500) == 1);
     CHECK(pa_queue_pass(&q, 0, 41, 500) == 0);        /* ahead now */
     CHECK(pa_queue_pass(&q, 0, 42, 500) == 1);        /* another flow */
+    CHECK(q.head->passed == 2);
+    CHECK(q.head->bands[pa_queue_band(&q, 0, 0)].passed == 2);
     s[9] = pa_queue_admit(&q, 0, 41, 10, 1, 7300);
     s[10] = pa_queue_admit(&q, 0, 43, 10, 1, 7300);
     CHECK(s[9] >= 0 && s[10] >= 0);
