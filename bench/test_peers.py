@@ -390,6 +390,54 @@ class TestLLMDFlow(unittest.TestCase):
         self.assertIsNone(p.fc)
 
 
+class TestShedThroughTheFront(unittest.TestCase):
+    """llmsim's peer front answers a shed request itself, marked so that
+    run.py counts it as shed (run.is_shed), not as a failure."""
+
+    def post(self, peer, params, prepare, headers=None):
+        from aiohttp import test_utils
+
+        class A:
+            front_peer = peer
+            front_peer_params = params
+        insts = llmsim.make_instances(["i0", "i1"], [1, 2], FastArgs())
+        prepare(insts)
+        app = llmsim.make_peer_front(insts, [None, None], A())
+
+        async def go():
+            async with test_utils.TestClient(
+                    test_utils.TestServer(app)) as c:
+                r = await c.post("/v1/completions", data=json.dumps(
+                    {"prompt": "x" * 640, "max_tokens": 4}),
+                    headers=headers or {})
+                return r.status, dict(r.headers), await r.text()
+        return asyncio.run(go())
+
+    def test_dynamo_busy(self):
+        import run
+
+        def full(insts):
+            for inst in insts:
+                kv_full(inst, 0.95)
+        status, hdr, body = self.post("dynamo", "busy=0.85", full)
+        self.assertEqual(status, 503)
+        self.assertTrue(run.is_shed(status, hdr))
+        self.assertEqual(json.loads(body)["type"], "service_unavailable")
+
+    def test_llmd_flow_ttl(self):
+        import run
+
+        def saturated(insts):
+            for inst in insts:
+                waiting(inst, 6)
+        status, hdr, body = self.post("llmd", "flow=1,ttl=1", saturated,
+                                      {"X-Bench-Group": "t1",
+                                       "X-Bench-Priority": "1"})
+        self.assertEqual(status, 503)
+        self.assertTrue(run.is_shed(status, hdr))
+        self.assertIn("timed out in queue", body)
+
+
 class TestProdStack(unittest.TestCase):
     def test_longest_prefix_then_random(self):
         # hashtrie.py: the endpoints holding every chunk so far
