@@ -4,7 +4,9 @@ peers.LLMD (flow=1).  docs/benchmarks.md, "The peers at overload".
 
 Dynamo's busy threshold (ai-dynamo/dynamo docs/fault-tolerance/
 request-rejection.md and docs/design-docs/request-rejection.md, commit
-0aa1dccb4341): off by default
+0aa1dccb4341; lib/runtime/src/pipeline/network/egress/push_router.rs,
+generate_with_fault_detection: the check comes after the KV router chose
+its instance, which it keeps while any worker is free): off by default
 (--admission-control none); with --active-decode-blocks-threshold X a
 worker is busy when active_decode_blocks / kv_total_blocks > X, with
 --active-prefill-tokens-threshold N when active_prefill_tokens > N
