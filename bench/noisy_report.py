@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The noisy tenant (issue 45): per-tenant TTFT from run.py --trace files.
 
-    /usr/bin/python3 bench/noisy_report.py MAIN_TRACE_DIR BASE_TRACE_DIR
+    /usr/bin/python3 bench/noisy_report.py MAIN_TRACE_DIR BASE_TRACE_DIR \
+        [--ttft-target 2.0]
 
 MAIN_TRACE_DIR holds the traces of workload "noisy" (tenant0 sends 4
 times each other tenant's rate, the cluster over capacity), one file per
@@ -10,8 +11,11 @@ arm and seed (noisy-ARM-SEED.jsonl); BASE_TRACE_DIR those of
 For each arm and seed: each quiet tenant's (tenant1..7) TTFT P50 and P90
 (model seconds, answered requests) as a ratio to its own in the baseline
 run of the same seed, the worst and the median of the seven; the noisy
-tenant's P50/P90; the requests answered 429/503 by tenant class.  Then the
-medians (and ranges) over the seeds.
+tenant's P50/P90; the requests answered 429/503 by tenant class; the
+goodput (goodput(): requests answered within --ttft-target, 2 model
+seconds by default, a second of the run and as a share of the offered, a
+shed request counting as not good).  Then the medians (and ranges) over
+the seeds.
 
 Then, per arm and seed, what the issue's fairness criterion asks: Jain's
 index (sum x)^2 / (n sum x^2) over the 8 tenants of the prefill served
@@ -58,6 +62,33 @@ def load(path, key="group"):
         else:
             other[g] += 1
     return by, shed, other
+
+
+def goodput(path, target):
+    """Goodput: (requests answered 200 with a TTFT within target, model
+    seconds, a second of the run, their share of all offered, their
+    number, offered, the run's span in s).  A shed request (429/503) or
+    any other failure is offered and not good; the span runs from the
+    first arrival to the last answer's end (the trace's "done", else its
+    first token).  Any arm's trace, the peers' included."""
+    offered = good = 0
+    start = end = None
+    with open(path) as f:
+        rs = [json.loads(line) for line in f]
+    for r in rs:
+        offered += 1
+        start = r["t"] if start is None else min(start, r["t"])
+        e = r.get("done")
+        if e is None and r["ttft"] is not None and r["wait"] is not None:
+            e = r["t"] + r["wait"] + r["ttft"]
+        if e is not None:
+            end = e if end is None else max(end, e)
+        if (r["status"] == 200 and r["ttft"] is not None
+                and r["ttft"] <= target):
+            good += 1
+    span = end - start if end is not None and start is not None else 0.0
+    return (good / span if span > 0 else float("nan"),
+            good / offered if offered else float("nan"), good, offered, span)
 
 
 def jain(xs):
@@ -137,16 +168,24 @@ def mr(xs):
     return "%.2f (%.2f..%.2f)" % (statistics.median(xs), min(xs), max(xs))
 
 
-def main():
-    main_dir, base_dir = sys.argv[1], sys.argv[2]
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    target = 2.0
+    if "--ttft-target" in argv:
+        k = argv.index("--ttft-target")
+        target = float(argv[k + 1])
+        argv = argv[:k] + argv[k + 2:]
+    main_dir, base_dir = argv[0], argv[1]
     base = {s: load(p) for (a, s), p in runs(base_dir, "noisy_equal").items()
             if a == "pa_v2"}
     per_arm = collections.defaultdict(list)
     lines = ["| arm | seed | quiet P50 worst x base | quiet P50 median x "
              "base | quiet P90 worst x base | quiet P90 median x base | "
              "quiet P50 / P90 s (median tenant) | noisy P50 / P90 s | "
-             "answered quiet / noisy | 429 quiet / noisy | other errors |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "answered quiet / noisy | 429/503 quiet / noisy | other errors "
+             "| within %g s a second | within %g s of offered |"
+             % (target, target),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (arm, seed), p in sorted(runs(main_dir, "noisy").items()):
         by, shed, other = load(p)
         if seed not in base:
@@ -163,24 +202,34 @@ def main():
                    aq=sum(len(by[t]) for t in quiet), an=len(by["tenant0"]),
                    sq=sum(shed[t] for t in quiet), sn=shed["tenant0"],
                    err=sum(other.values()))
+        g = goodput(p, target)
+        row["good"], row["share"] = g[0], g[1]
         per_arm[arm].append(row)
         lines.append("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f / %.2f | "
-                     "%.2f / %.2f | %d / %d | %d / %d | %d |" % (
+                     "%.2f / %.2f | %d / %d | %d / %d | %d | %.2f | %.1f %% "
+                     "|" % (
                          arm, seed, row["w50"], row["m50"], row["w90"],
                          row["m90"], q50, q90, row["n50"], row["n90"],
                          row["aq"], row["an"], row["sq"], row["sn"],
-                         row["err"]))
+                         row["err"], g[0], 100 * g[1]))
     lines += ["", "Medians over the seeds (ranges):", "",
               "| arm | seeds | quiet P50 worst x base | quiet P90 worst x "
               "base | quiet P50 median x base | quiet P90 median x base | "
-              "noisy P90 s | 429 noisy | 429 quiet |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "noisy P90 s | 429/503 noisy | 429/503 quiet | within %g s "
+              "a second | within %g s of offered |" % (target, target),
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm, rows in sorted(per_arm.items()):
-        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
-            arm, len(rows), mr([r["w50"] for r in rows]),
-            mr([r["w90"] for r in rows]), mr([r["m50"] for r in rows]),
-            mr([r["m90"] for r in rows]), mr([r["n90"] for r in rows]),
-            mr([r["sn"] for r in rows]), mr([r["sq"] for r in rows])))
+        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | "
+                     "%s |" % (
+                         arm, len(rows), mr([r["w50"] for r in rows]),
+                         mr([r["w90"] for r in rows]),
+                         mr([r["m50"] for r in rows]),
+                         mr([r["m90"] for r in rows]),
+                         mr([r["n90"] for r in rows]),
+                         mr([r["sn"] for r in rows]),
+                         mr([r["sq"] for r in rows]),
+                         mr([r["good"] for r in rows]),
+                         mr([100 * r["share"] for r in rows])))
     bl = ["", "Baseline (noisy_equal, pa_v2): each quiet tenant's TTFT P50 / "
           "P90 s, median of the seven:", ""]
     for seed, (bby, bshed, bother) in sorted(base.items()):

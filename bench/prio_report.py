@@ -27,39 +27,15 @@ Markdown.
 
 import argparse
 import collections
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from noisy_report import load, mr, pct, runs  # noqa: E402
+from noisy_report import goodput, load, mr, pct, runs  # noqa: E402
 
 BANDS = ((1, "high"), (0, "low"))
 PS = (50, 90, 99)
-
-
-def goodput(path, target):
-    """(answered within target a second of the run, their share of all
-    offered, answered within target, offered, the run's span in s)."""
-    offered = good = 0
-    start = end = None
-    with open(path) as f:
-        rs = [json.loads(line) for line in f]
-    for r in rs:
-        offered += 1
-        start = r["t"] if start is None else min(start, r["t"])
-        e = r.get("done")
-        if e is None and r["ttft"] is not None and r["wait"] is not None:
-            e = r["t"] + r["wait"] + r["ttft"]
-        if e is not None:
-            end = e if end is None else max(end, e)
-        if (r["status"] == 200 and r["ttft"] is not None
-                and r["ttft"] <= target):
-            good += 1
-    span = end - start if end is not None and start is not None else 0.0
-    return (good / span if span > 0 else float("nan"),
-            good / offered if offered else float("nan"), good, offered, span)
 
 
 def ratio(a, b):

@@ -762,7 +762,7 @@ class Rec:
     __slots__ = ("idx", "t_sched", "t_send", "t_first", "t_done", "status",
                  "instance", "out_tokens", "cached", "prompt", "error", "arm",
                  "route", "depth", "routed", "resp_id", "prev", "done",
-                 "queued")
+                 "queued", "shed")
 
     def __init__(self, idx):
         self.idx = idx
@@ -781,6 +781,16 @@ class Rec:
         self.resp_id = None     # a Responses answer's id (stored shape)
         self.prev = None        # the Rec whose answer this one continues
         self.done = None        # asyncio.Event, set when answered (prev's)
+        self.shed = False       # answered 429/503 by the router on purpose
+
+
+def is_shed(status, headers):
+    """A 429 or 503 the router answered on purpose (load shedding): the
+    module's queue answers with Retry-After, the peers' overload variants
+    (bench/sim/overload.py) with X-Bench-Shed.  A 503 without either (the
+    module's "no server of model", a dead engine) stays a failure."""
+    return status in (429, 503) and (
+        "Retry-After" in headers or "X-Bench-Shed" in headers)
 
 
 _USAGE = re.compile(rb'"usage":\{"prompt_tokens":(\d+),"completion_tokens":(\d+)'
@@ -871,6 +881,7 @@ async def _do_request(session, url, req, body, rec, timeout):
                 last = re.sub(rb"resp_[0-9a-f]+", b"resp_*", last)
             if r.status != 200:
                 rec.error = "HTTP %d: %s" % (r.status, last[:200])
+                rec.shed = is_shed(r.status, r.headers)
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
         rec.error = "%s: %s" % (type(e).__name__, e)
         rec.t_done = time.monotonic()
@@ -989,8 +1000,11 @@ def summarize(strategy, wl, recs, t0, t1, before, after, opts, ports,
     mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
     cached_client = [r.cached for r in ok if r.cached is not None]
     prompt_client = [r.prompt for r in ok if r.prompt]
+    # shed: answered 429/503 on purpose (is_shed), counted apart, neither
+    # an error nor in the percentiles (those are the served requests')
+    shed = collections.Counter(r.status for r in recs if r.shed)
     errors = collections.Counter((r.error or "")[:80] for r in recs
-                                 if r not in ok)
+                                 if r not in ok and not r.shed)
     # the module's strategy of each request: hit rate and TTFT by arm
     arms = {}
     for a in sorted(set(r.arm for r in ok if r.arm)):
@@ -1010,6 +1024,8 @@ def summarize(strategy, wl, recs, t0, t1, before, after, opts, ports,
         "workload": wl.name,
         "n": len(recs),
         "ok": len(ok),
+        "shed": sum(shed.values()),
+        "shed_by_status": {str(k): v for k, v in sorted(shed.items())},
         "errors": dict(errors),
         "ttft_p50": pct(ttft, 50), "ttft_p90": pct(ttft, 90),
         "ttft_p99": pct(ttft, 99), "ttft_mean": mean(ttft),
@@ -1106,11 +1122,14 @@ def run_one(strategy, wl, opts, closed=0, reqs=None, quiet=False, warmup=0.0,
         res["hosts"] = hosts
         res["bypass"] = getattr(opts, "bypass", 0.0) or 0.0
         if not quiet:
-            log("  %-13s ok %d/%d  TTFT p50 %.3f p90 %.3f p99 %.3f s  hit %.1f%%  "
+            log("  %-13s ok %d/%d%s  TTFT p50 %.3f p90 %.3f p99 %.3f s%s  "
+                "hit %.1f%%  "
                 "req/inst %s  peak %s  (wall %.1fs, sim lag %.2fs, sim CPU %.0f%%, "
                 "steal %.0f%%)"
-                % (strategy, res["ok"], res["n"], res["ttft_p50"], res["ttft_p90"],
-                   res["ttft_p99"], 100 * res["hit_rate"], res["per_instance"],
+                % (strategy, res["ok"], res["n"], shed_note(res),
+                   res["ttft_p50"], res["ttft_p90"], res["ttft_p99"],
+                   " (of the served)" if res["shed"] else "",
+                   100 * res["hit_rate"], res["per_instance"],
                    [int(x) for x in res["peak_inflight"]], res["wall"],
                    res["step_lag"], 100 * res["sim_cpu"], 100 * steal))
             if res["errors"]:
@@ -1145,7 +1164,7 @@ def write_trace(outdir, strategy, wl, reqs, recs, t0, opts):
             f.write(json.dumps(dict(
                 i=r.idx, t=q.t, session=q.session, turn=q.turn,
                 group=q.group, band=q.priority, instance=r.instance,
-                status=r.status,
+                status=r.status, shed=r.shed,
                 prompt=r.prompt, cached=r.cached, route=r.route,
                 depth=r.depth, arm=r.arm,
                 queued=float(r.queued) / 1000 / scale
@@ -1215,7 +1234,7 @@ def table(results, ideal=None, sweep=None):
         s = r["strategy"]
         cells = [
             label(s),
-            "%d/%d" % (r["ok"], r["n"]),
+            "%d/%d%s" % (r["ok"], r["n"], shed_note(r)),
             "%s (%s)" % (fmt(r["ttft_p50"]), ratio(r["ttft_p50"], g("ttft_p50"))),
             "%s (%s)" % (fmt(r["ttft_p90"]), ratio(r["ttft_p90"], g("ttft_p90"))),
             "%s (%s)" % (fmt(r["ttft_p99"]), ratio(r["ttft_p99"], g("ttft_p99"))),
@@ -1375,6 +1394,7 @@ def aggregate(seeds, names):
             continue
         a = {"seeds": len(rows), "seed_list": [sd["seed"] for sd in seeds],
              "ok": sum(r["ok"] for r, _, _, _ in rows),
+             "shed": sum(r.get("shed", 0) for r, _, _, _ in rows),
              "n": sum(r["n"] for r, _, _, _ in rows)}
         for k in AGG_KEYS:
             a[k] = med_range([r.get(k) for r, _, _, _ in rows])
@@ -1435,7 +1455,8 @@ def agg_table(agg, names):
         bound = s == "pooled"
         rows.append("| " + " | ".join([
             ("**%s**" % label(s)) if bound else label(s),
-            "%d/%d" % (a["ok"], a["n"]),
+            "%d/%d%s" % (a["ok"], a["n"], ", %d shed" % a["shed"]
+                         if a.get("shed") else ""),
             fmt_mr(a["hit_rate"], "%.1f", 100, "%"),
             fmt_mr(a["hit_of_ideal"], "%.0f", 100, "%"),
             fmt_mr(a["ttft_p50_rr"]), fmt_mr(a["ttft_p90_rr"]),
@@ -1830,11 +1851,21 @@ def print_table(results, ideal):
                                           100 * ideal))
 
 
+def shed_note(r):
+    """", 12 shed (429: 12)" when the router shed requests on purpose."""
+    if not r.get("shed"):
+        return ""
+    return ", %d shed (%s)" % (r["shed"], ", ".join(
+        "%s: %d" % kv for kv in sorted(r.get("shed_by_status", {}).items())))
+
+
 def check_complete(results):
-    bad = [r for r in results if r["ok"] != r["n"]]
+    """Every request answered, or shed on purpose (429/503, is_shed): a
+    router that sheds at overload has not failed the run."""
+    bad = [r for r in results if r["ok"] + r.get("shed", 0) != r["n"]]
     for r in bad:
-        log("FAIL: %s answered %d of %d requests: %s" % (
-            r["strategy"], r["ok"], r["n"], r["errors"]))
+        log("FAIL: %s answered %d of %d requests%s: %s" % (
+            r["strategy"], r["ok"], r["n"], shed_note(r), r["errors"]))
     return not bad
 
 

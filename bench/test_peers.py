@@ -7,6 +7,8 @@ scale options.
     /usr/bin/python3 -m unittest discover -s bench -p 'test_*.py'
 """
 
+import asyncio
+import json
 import os
 import sys
 import unittest
@@ -232,6 +234,210 @@ class TestDynamo(unittest.TestCase):
         self.assertEqual(p.overlap(i, request(DOC).hashes, 500.0), 0)
 
 
+class FastArgs(Args):
+    time_scale = 0.01       # 100 model seconds a wall second
+
+
+def kv_full(inst, share):
+    """inst's KV cache a share full of private blocks (active requests)."""
+    inst.cache.private = int(share * inst.cache.capacity)
+
+
+class TestDynamoBusy(unittest.TestCase):
+    # docs/design-docs/request-rejection.md (ai-dynamo/dynamo): busy when
+    # active_decode_blocks / kv_total_blocks > threshold; 503 when every
+    # worker is busy
+    def admit(self, p, data=DOC):
+        return asyncio.run(p.admit(request(data)))
+
+    def test_every_worker_busy_is_503(self):
+        insts = cluster()
+        p = peers.make("dynamo", insts, "busy=0.85")
+        for inst in insts:
+            kv_full(inst, 0.9)
+        status, body = self.admit(p)
+        self.assertEqual(status, 503)
+        self.assertIn("All workers are busy", json.loads(body)["message"])
+        self.assertEqual(p.counts["rejected"], 1)
+
+    def test_one_free_worker_routes(self):
+        insts = cluster()
+        p = peers.make("dynamo", insts, "busy=0.85")
+        for inst in insts[:3]:
+            kv_full(inst, 0.9)
+        kv_full(insts[3], 0.85)         # not over: > is the test
+        self.assertIsNone(self.admit(p))
+
+    def test_off_by_default(self):
+        insts = cluster()
+        p = peers.make("dynamo", insts)
+        for inst in insts:
+            kv_full(inst, 1.0)
+        self.assertIsNone(self.admit(p))
+
+    def test_prefill_tokens_threshold(self):
+        insts = cluster()
+        p = peers.make("dynamo", insts, "prefill=300")
+        for inst in insts:
+            waiting(inst, 2)            # 2 x 160 tokens waiting
+        self.assertEqual(self.admit(p)[0], 503)
+        insts[0].waiting.clear()
+        self.assertIsNone(self.admit(p))
+
+    def test_bad_threshold(self):
+        with self.assertRaises(ValueError):
+            peers.make("dynamo", cluster(), "busy=1.5")
+
+
+class TestLLMDFlow(unittest.TestCase):
+    # gateway-api-inference-extension flow control: held while the
+    # utilization detector says saturated (mean of max(waiting / 5,
+    # kv / 0.8) >= 1), released band by band, FCFS across a band's flows
+    # (global strict) or round robin between them
+    def cluster(self):
+        return llmsim.make_instances(["i0", "i1"], [1, 2], FastArgs())
+
+    def test_saturation_signal(self):
+        insts = self.cluster()
+        p = peers.make("llmd", insts, "flow=1")
+        self.assertFalse(p.saturated())
+        waiting(insts[0], 10)           # 10 / 5 = 2, mean 1.0
+        p.snap = None
+        self.assertTrue(p.saturated())
+        insts[0].waiting.clear()
+        kv_full(insts[1], 0.9)          # 0.9 / 0.8 / 2 < 1
+        p.snap = None
+        self.assertFalse(p.saturated())
+
+    def run_held(self, params, reqs):
+        """Saturate the pool, admit reqs ((flow, priority) in arrival
+        order), check they are held, free the pool: -> the dispatch
+        order and the outcomes."""
+        insts = self.cluster()
+        p = peers.make("llmd", insts, params)
+        for inst in insts:
+            waiting(inst, 6)
+
+        async def go():
+            tasks = []
+            for flow, prio in reqs:
+                r = request(DOC)
+                r.flow, r.priority, r.size = flow, prio, len(DOC)
+                tasks.append(asyncio.ensure_future(p.admit(r)))
+                await asyncio.sleep(0)
+            await asyncio.sleep(0.01)   # 1 model second, 200 polls
+            self.assertFalse(any(t.done() for t in tasks))
+            self.assertEqual(p.fc.held, len(reqs))
+            for inst in insts:
+                inst.waiting.clear()
+            return await asyncio.gather(*tasks)
+
+        out = asyncio.run(go())
+        return p.fc.order, out
+
+    def test_held_then_released_in_band_order(self):
+        reqs = [("a", 0), ("a", 0), ("b", 0), ("c", 1), ("b", 1)]
+        order, out = self.run_held("flow=1", reqs)
+        self.assertEqual(out, [None] * 5)
+        self.assertEqual(order, [(1, "c"), (1, "b"), (0, "a"), (0, "a"),
+                                 (0, "b")])
+
+    def test_round_robin_between_flows(self):
+        reqs = [("a", 0), ("a", 0), ("a", 0), ("b", 0), ("b", 0)]
+        order, _ = self.run_held("flow=1,rr=1", reqs)
+        self.assertEqual([f for _, f in order], ["a", "b", "a", "b", "a"])
+
+    def test_not_saturated_goes_at_once(self):
+        insts = self.cluster()
+        p = peers.make("llmd", insts, "flow=1")
+        self.assertIsNone(asyncio.run(p.admit(request(DOC))))
+        self.assertEqual(p.fc.counts["dispatched"], 1)
+
+    def test_ttl_is_503_and_capacity_429(self):
+        insts = self.cluster()
+        p = peers.make("llmd", insts, "flow=1,ttl=2,cap=3000")
+        for inst in insts:
+            waiting(inst, 6)
+
+        async def go():
+            rs = []
+            for _ in range(3):
+                r = request(DOC)
+                r.size = len(DOC)       # 1280 bytes: the third is over
+                rs.append(asyncio.ensure_future(p.admit(r)))
+            return await asyncio.gather(*rs)
+
+        out = asyncio.run(go())
+        self.assertEqual([o[0] for o in out], [503, 503, 429])
+        self.assertEqual(p.fc.counts["expired"], 2)
+        self.assertEqual(p.fc.held, 0)
+
+    def test_sheddable_is_429_when_saturated(self):
+        insts = self.cluster()
+        p = peers.make("llmd", insts, "flow=1")
+        for inst in insts:
+            waiting(inst, 6)
+        r = request(DOC)
+        r.priority = -1
+        self.assertEqual(asyncio.run(p.admit(r))[0], 429)
+
+    def test_off_by_default(self):
+        insts = self.cluster()
+        p = peers.make("llmd", insts)
+        for inst in insts:
+            waiting(inst, 6)
+        self.assertIsNone(asyncio.run(p.admit(request(DOC))))
+        self.assertIsNone(p.fc)
+
+
+class TestShedThroughTheFront(unittest.TestCase):
+    """llmsim's peer front answers a shed request itself, marked so that
+    run.py counts it as shed (run.is_shed), not as a failure."""
+
+    def post(self, peer, params, prepare, headers=None):
+        from aiohttp import test_utils
+
+        class A:
+            front_peer = peer
+            front_peer_params = params
+        insts = llmsim.make_instances(["i0", "i1"], [1, 2], FastArgs())
+        prepare(insts)
+        app = llmsim.make_peer_front(insts, [None, None], A())
+
+        async def go():
+            async with test_utils.TestClient(
+                    test_utils.TestServer(app)) as c:
+                r = await c.post("/v1/completions", data=json.dumps(
+                    {"prompt": "x" * 640, "max_tokens": 4}),
+                    headers=headers or {})
+                return r.status, dict(r.headers), await r.text()
+        return asyncio.run(go())
+
+    def test_dynamo_busy(self):
+        import run
+
+        def full(insts):
+            for inst in insts:
+                kv_full(inst, 0.95)
+        status, hdr, body = self.post("dynamo", "busy=0.85", full)
+        self.assertEqual(status, 503)
+        self.assertTrue(run.is_shed(status, hdr))
+        self.assertEqual(json.loads(body)["type"], "service_unavailable")
+
+    def test_llmd_flow_ttl(self):
+        import run
+
+        def saturated(insts):
+            for inst in insts:
+                waiting(inst, 6)
+        status, hdr, body = self.post("llmd", "flow=1,ttl=1", saturated,
+                                      {"X-Bench-Group": "t1",
+                                       "X-Bench-Priority": "1"})
+        self.assertEqual(status, 503)
+        self.assertTrue(run.is_shed(status, hdr))
+        self.assertIn("timed out in queue", body)
+
+
 class TestProdStack(unittest.TestCase):
     def test_longest_prefix_then_random(self):
         # hashtrie.py: the endpoints holding every chunk so far
@@ -430,6 +636,25 @@ class TestRunPeers(unittest.TestCase):
                             or run.is_pa(s) or s in run.STRATEGY_DIRECTIVE,
                             s)
         self.assertIn("precise", run.label("llmd@precise=1"))
+
+    def test_overload_variants_and_shed(self):
+        run = self.run
+        self.assertEqual(run.peer_args("dynamo@busy=0.85")[-1], "busy=0.85")
+        self.assertEqual(run.peer_args("llmd@flow=1")[-1], "flow=1")
+        with self.assertRaises(ValueError):
+            run.peer_args("llmd@flow=1+nope=2")
+        # shed on purpose: the peers' X-Bench-Shed, the module's
+        # Retry-After; a bare 503 or a 500 stays a failure
+        self.assertTrue(run.is_shed(503, {"X-Bench-Shed": "1"}))
+        self.assertTrue(run.is_shed(429, {"Retry-After": "1"}))
+        self.assertFalse(run.is_shed(503, {}))
+        self.assertFalse(run.is_shed(500, {"X-Bench-Shed": "1"}))
+        shed = {"strategy": "dynamo@busy=0.85", "ok": 8, "n": 10, "shed": 2,
+                "shed_by_status": {"503": 2}, "errors": {}}
+        self.assertTrue(run.check_complete([shed]))
+        self.assertIn("2 shed (503: 2)", run.shed_note(shed))
+        failed = dict(shed, shed=1, errors={"HTTP 500": 1})
+        self.assertFalse(run.check_complete([failed]))
 
     def test_scale_and_cache(self):
         run = self.run

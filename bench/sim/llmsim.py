@@ -1248,8 +1248,25 @@ def make_peer_front(insts, apps, args):
             data, max_tokens = parse_prompt(request.path, body)[:2]
         except (ValueError, TypeError):
             data, max_tokens = body, 128
+        try:
+            prio = int(request.headers.get("X-Bench-Priority", "0"))
+        except ValueError:
+            prio = 0
         req = peers.Request(data, block_hashes(data), num_tokens(len(data)),
-                            max_tokens)
+                            max_tokens,
+                            flow=request.headers.get("X-Bench-Group", ""),
+                            priority=prio, size=len(body))
+        shed = await router.admit(req)
+        if shed is not None:
+            # answered by the router on purpose (overload.py): run.py
+            # counts it as shed, not as a failure
+            status, reason = shed
+            if not reason.startswith("{"):
+                reason = json.dumps({"error": {"message": reason,
+                                               "code": status}})
+            return web.Response(status=status, text=reason,
+                                content_type="application/json",
+                                headers={"X-Bench-Shed": "1"})
         i = router.choose(req)
         router.routed(i, req)
         insts[i].front_req = req

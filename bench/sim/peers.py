@@ -30,7 +30,9 @@ Policies (name: params, defaults):
 
   sglang     threshold=0.3 abs=64 rel=1.5 tree=67108864 evict=120
   llmd       prefix=3 queue=2 kv=2 blocks=256 refresh=0.05 precise=0
+             flow=0 qdepth=5 kvsat=0.8 cap=1e9 ttl=0 rr=0
   dynamo     events=1 ttl=120 credit=1.0 scale=1.0 temperature=0
+             busy=0 prefill=0
   prodstack  chunk=128
   aibrix     blocks=200000 block=4 std=1 factor=2.0 gap=8
   dualmap    threshold=1000000 vnodes=100 window=200 hot=0.0612
@@ -43,6 +45,8 @@ import hashlib
 import math
 import random
 
+import overload
+
 BLOCK_BYTES = 64          # llmsim.BLOCK_BYTES: 16 tokens of 4 bytes
 BLOCK_TOKENS = 16
 
@@ -53,15 +57,22 @@ class Request:
     Instance.submit), so that a peer can see its first token as a router
     that proxies the stream sees it."""
 
-    __slots__ = ("data", "hashes", "tokens", "max_tokens", "seq", "state")
+    __slots__ = ("data", "hashes", "tokens", "max_tokens", "seq", "state",
+                 "flow", "priority", "size")
 
-    def __init__(self, data, hashes, tokens, max_tokens):
+    def __init__(self, data, hashes, tokens, max_tokens, flow="",
+                 priority=0, size=0):
         self.data = data
         self.hashes = hashes
         self.tokens = tokens
         self.max_tokens = max_tokens
         self.seq = None
         self.state = None
+        # what flow control keys on (the front reads X-Bench-Group,
+        # X-Bench-Priority and the body's length)
+        self.flow = flow
+        self.priority = priority
+        self.size = size
 
 
 def kv_usage(inst):
@@ -97,6 +108,12 @@ class Peer:
 
     def now(self):
         return self.insts[0].now()
+
+    async def admit(self, req):
+        """Before choose(): None to route the request now (after holding
+        it, for a peer that queues), or (status, body) to answer it so
+        (shed).  Only the overload variants (overload.py) hold or shed."""
+        return None
 
     def routed(self, i, req):
         self.inflight[i] += 1
@@ -254,17 +271,56 @@ class LLMD(Peer):
     cache holds (from KV events; here the engine's cache itself), pods
     with a hit normalised min-max among themselves (1.0 when they are
     equal), 0 for the others.
+    At overload (flow=1; overload.py): the Inference Extension's flow
+    control before the scorers, its saturation detector's thresholds
+    qdepth=5 and kvsat=0.8 on the same scraped metrics, per-band capacity
+    cap=1e9 bytes (1 GB), no TTL (ttl=0), global-strict fairness (rr=1:
+    round robin between flows); the flow is X-Bench-Group, the priority
+    X-Bench-Priority.
     """
 
     DEFAULTS = {"prefix": 3.0, "queue": 2.0, "kv": 2.0, "blocks": 256,
-                "refresh": 0.05, "precise": 0}
+                "refresh": 0.05, "precise": 0,
+                "flow": 0, "qdepth": 5, "kvsat": 0.8, "cap": 1e9, "ttl": 0.0,
+                "rr": 0}
 
     def __init__(self, insts, params=""):
         super().__init__(insts, params)
+        if self.p["qdepth"] <= 0 or self.p["kvsat"] <= 0:
+            raise ValueError("qdepth and kvsat must be > 0")
+        if self.p["cap"] < 0 or self.p["ttl"] < 0:
+            raise ValueError("cap and ttl must be >= 0")
         self.lru = [collections.OrderedDict() for _ in range(self.n)]
         self.index = collections.defaultdict(set)
         self.snap_t = None
         self.snap = None
+        self.fc = None
+
+    def saturation(self):
+        """The utilization detector's signal on the scraped metrics: the
+        mean over the pods of max(waiting / qdepth, KV usage / kvsat)."""
+        snap = self.metrics()
+        return sum(max(w / self.p["qdepth"], kv / self.p["kvsat"])
+                   for w, kv in snap) / len(snap)
+
+    def saturated(self):
+        return not self.insts or self.saturation() >= 1.0
+
+    def flow_control(self):
+        if self.fc is None:
+            self.fc = overload.FlowControl(
+                self.saturated, self.now, self.insts[0].scale,
+                cap=self.p["cap"], ttl=self.p["ttl"], rr=bool(self.p["rr"]))
+        return self.fc
+
+    async def admit(self, req):
+        """flow=1: llm-d's flow control in front of the scorers
+        (overload.py): held while the pool is saturated, released band by
+        band, 429 / 503 as its admission controller answers."""
+        if not self.p["flow"]:
+            return None
+        return await self.flow_control().admit(req.flow, req.priority,
+                                               req.size)
 
     def metrics(self):
         now = self.now()
@@ -369,13 +425,31 @@ class Dynamo(Peer):
     max_num_batched_tokens of prefill pending) and the newer selector's
     optional terms (overlap-credit decay, active-request weight), which
     config.rs at the commit read does not have.
+    At overload (busy=X, prefill=N; overload.py): the frontend's busy
+    thresholds, off by default; when every worker is busy, 503 at once.
+    The selection among the workers is unchanged while one is free.
     """
 
     DEFAULTS = {"events": 1, "ttl": 120.0, "credit": 1.0, "scale": 1.0,
-                "temperature": 0.0}
+                "temperature": 0.0, "busy": 0.0, "prefill": 0}
+
+    async def admit(self, req):
+        """busy=X (--active-decode-blocks-threshold) and prefill=N
+        (--active-prefill-tokens-threshold), both off by default as in
+        Dynamo: when every worker is over one of them, 503 at once
+        (overload.py)."""
+        if overload.dynamo_all_busy(self.insts, kv_usage, self.p["busy"],
+                                    self.p["prefill"]):
+            self.counts["rejected"] += 1
+            return 503, overload.DYNAMO_BUSY_BODY
+        return None
 
     def __init__(self, insts, params=""):
         super().__init__(insts, params)
+        if not 0 <= self.p["busy"] <= 1 or self.p["prefill"] < 0:
+            raise ValueError("busy must be within 0..1 (a fraction of the "
+                             "KV blocks, 0: off), prefill >= 0")
+        self.counts = collections.Counter()
         self.active = [dict() for _ in range(self.n)]  # id(req) -> req
         self.refs = [collections.Counter() for _ in range(self.n)]
         self.approx = [dict() for _ in range(self.n)]  # block -> expiry
