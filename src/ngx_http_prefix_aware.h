@@ -379,6 +379,7 @@ typedef struct {
     ngx_uint_t                             capacity;  /* tokens a server */
     pa_cold_e                              cold;
     pa_place_e                             place;
+    ngx_uint_t                             overload;  /* 1: holder */
     ngx_uint_t                             match;     /* percent */
     ngx_uint_t                             prefill_end;  /* prefill=end */
     pa_cap_e                               cap;       /* cap= */

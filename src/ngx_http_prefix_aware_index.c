@@ -83,6 +83,7 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
     static const char  *colds[] = { "ring", "least", "auto", "two", NULL };
     static const char  *places[] = { "deepest", "cost", NULL };
     static const char  *caps[] = { "hard", "saved", "cost", NULL };
+    static const char  *overloads[] = { "least", "holder", NULL };
     static const char  *switches[] = { "on", "off", NULL };
     static const char  *moments[] = { "first", "end", NULL };
 
@@ -234,6 +235,17 @@ ngx_http_prefix_aware_index_param(ngx_conf_t *cf,
         }
 
         pacf->cap = (pa_cap_e) v;
+        return NGX_OK;
+    }
+
+    if (ngx_strncmp(value->data, "overload=", 9) == 0) {
+        if (ngx_http_prefix_aware_index_word(cf, value, 9, overloads, &v)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
+        pacf->overload = v;
         return NGX_OK;
     }
 
@@ -695,6 +707,7 @@ ngx_http_prefix_aware_index_choose(ngx_http_prefix_aware_peer_data_t *pd,
     in.threshold = pacf->threshold;
     in.cold = pacf->cold;
     in.place = pacf->place;
+    in.holder = (pacf->overload == 1);
     in.cap = pacf->cap;
     in.match = (uint32_t) pacf->match;
     in.slack = NGX_HTTP_PREFIX_AWARE_SLACK + NGX_HTTP_PREFIX_AWARE_DECODE;

@@ -540,7 +540,8 @@ ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
         "        \"size\": %uz, \"block\": %ui, \"stride\": %ui, "
         "\"balance\": %ui.%02ui, "
         "\"capacity\": %ui, \"cold\": \"%s\", \"place\": \"%s\", "
-        "\"cap\": \"%s\", \"match\": %ui, \"prefill\": \"%s\",\n"
+        "\"cap\": \"%s\", \"match\": %ui, \"prefill\": \"%s\", "
+        "\"overload\": \"%s\",\n"
         "        \"entries\": %uL, \"used\": %uL, \"evictions\": %uL, "
         "\"recorded\": %uL, \"busy\": %uL, \"recovered\": %uL,\n"
         "        \"placed\": { \"match\": %uA, \"cold\": %uA, "
@@ -556,6 +557,7 @@ ngx_http_prefix_aware_json_index(ngx_http_prefix_aware_srv_conf_t *c,
         : c->cap == PA_CAP_SAVED ? "saved" : "hard",
         c->match,
         c->prefill_end ? "end" : "first",
+        c->overload ? "holder" : "least",
         st.capacity, st.entries_used, st.evictions, st.recorded, st.busy,
         st.recovered,
         up->placed[PA_CHOICE_MATCH], up->placed[PA_CHOICE_COLD],

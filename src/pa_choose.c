@@ -27,6 +27,7 @@ typedef struct {
     uint64_t        held;         /* units of the prompt held there */
     uint64_t        tie;          /* once has_tie */
     uint64_t        id_hash;
+    uint64_t        inflight;
     uint32_t        server;
     uint32_t        depth;
     uint32_t        weight;
@@ -60,8 +61,8 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
 {
     int               over, scan;
     uint32_t          i, k, s, nseen;
-    uint64_t          tw, tweight, tin;
-    pa_cand_t         c, best, least, first;
+    uint64_t          tw, tweight, tin, fewest;
+    pa_cand_t         c, best, least, first, hold;
     pa_load_t         load;
     const pa_ring_t  *ring;
 
@@ -88,7 +89,9 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
     memset(&best, 0, sizeof(pa_cand_t));
     memset(&least, 0, sizeof(pa_cand_t));
     memset(&first, 0, sizeof(pa_cand_t));
+    memset(&hold, 0, sizeof(pa_cand_t));
     over = 0;
+    fewest = UINT64_MAX;
 
     /* the servers that hold a part of the prefix: the deepest in bounds */
 
@@ -128,6 +131,11 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
                               (c.held > in->slack) ? c.held : in->slack))
         {
             over = 1;
+
+            if (pa_choose_better(in, &c, &hold, 1)) {
+                hold = c;
+            }
+
             continue;
         }
 
@@ -192,6 +200,8 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
                 continue;
             }
 
+            fewest = (load.inflight < fewest) ? load.inflight : fewest;
+
             if (pa_choose_within(in, &load, &c, tw, tweight, 0)
                 && pa_choose_cold_within(in, &load, &c, tin, tweight))
             {
@@ -240,6 +250,8 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
                 continue;
             }
 
+            fewest = (load.inflight < fewest) ? load.inflight : fewest;
+
             if (pa_choose_better(in, &c, &least, 0)) {
                 least = c;
             }
@@ -261,6 +273,23 @@ pa_choose(const pa_choose_in_t *in, pa_choice_t *out)
 
     if (!least.have) {
         return -1;
+    }
+
+    /*
+     * overload=holder: every server over a bound, the deepest holder of a
+     * match keeps the request while it has fewer than "threshold" more
+     * in flight than the least busy server: no server idles at overload,
+     * so the least work buys nothing the holder's cache does not, and a
+     * tenant's prompt is not computed again on every server (as SGLang's
+     * gateway keeps a prefix on its worker until the loads differ by its
+     * absolute and relative thresholds)
+     */
+
+    if (in->holder && hold.have && in->threshold != 0
+        && hold.inflight < fewest + in->threshold)
+    {
+        pa_choose_set(out, &hold, PA_CHOICE_LEAST);
+        return 0;
     }
 
     pa_choose_set(out, &least, PA_CHOICE_LEAST);
@@ -442,6 +471,7 @@ pa_choose_load(const pa_choose_in_t *in, uint32_t s, pa_load_t *load,
     c->weight = load->weight ? load->weight : 1;
     c->has_tie = 0;
     c->id_hash = load->id_hash;
+    c->inflight = load->inflight;
     c->have = 1;
 
     return rc;

@@ -97,6 +97,7 @@ typedef struct {
     pa_cap_e            cap;          /* past "threshold", a match */
     pa_cold_e           cold;
     pa_place_e          place;
+    unsigned            holder:1;     /* overload=holder */
     const pa_ring_t    *ring;         /* PA_COLD_RING; NULL: least work */
 
     /*

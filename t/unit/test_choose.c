@@ -948,6 +948,34 @@ test_least(void)
     CHECK(ch.cost == 100);
 
     /*
+     * overload=holder: a holder with far more work, while it has fewer
+     * than "threshold" (3) more in flight than the least busy (3): kept;
+     * at 6 in flight, the least work again; without it, the least work
+     */
+    cl.work[3] = 5000;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_LEAST && ch.server == 6);
+
+    in.holder = 1;
+    cl.inflight[3] = 5;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_LEAST && ch.server == 3 && ch.depth == 9);
+
+    cl.inflight[3] = 6;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_LEAST && ch.server == 6);
+
+    in.cold = PA_COLD_RING;
+    cl.inflight[3] = 4;
+    CHECK(pa_choose(&in, &ch) == 0);
+    CHECK(ch.kind == PA_CHOICE_LEAST && ch.server == 3);
+
+    in.cold = PA_COLD_LEAST;
+    in.holder = 0;
+    cl.inflight[3] = 3;
+    cl.work[3] = 100 + 3;
+
+    /*
      * cold=auto: nobody holds a block, the ring's home (server 6, the
      * least work, is not it); a holder of too small a part, the least
      * work after the request
