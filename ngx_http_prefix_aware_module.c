@@ -764,6 +764,7 @@ ngx_http_prefix_aware(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     pacf->cold = PA_COLD_TWO;
     pacf->place = PA_PLACE_DEEPEST;
     pacf->cap = PA_CAP_COST;
+    pacf->overload = 1;
     pacf->match = 60;
     pacf->prefill_end = 0;
     pacf->feedback = 0;

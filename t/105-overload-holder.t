@@ -1,8 +1,9 @@
 # overload=holder: when every server is over its bounds, a request whose
 # prefix a server holds goes to that server while it has fewer than
 # "threshold" more requests in flight than the least busy server, rather
-# than to the least work (overload=least, the default), which counts the
-# prefix computed again elsewhere against the holder's work in flight.
+# than to the least work (overload=least, the default before 5 December
+# 2026), which counts the prefix computed again elsewhere against the
+# holder's work in flight.
 # Two servers, threshold=2 cap=hard balance=off; the backends' "/slow"
 # answers after about a second.
 #
@@ -10,9 +11,9 @@
 # requests of D and a long text of their own (a match, on H: H at 2 in
 # flight, much work); two slow short requests go to the other server O
 # (H is at threshold): every server at 2.  Then D and a short question:
-# 1. overload=least (the default): to O, the least work after it;
-# 2. overload=holder: to H (2 in flight, fewer than O's 2 + 2);
-#    the status page shows "overload".
+# 1. overload=least: to O, the least work after it;
+# 2. overload=holder (the default, no parameter): to H (2 in flight,
+#    fewer than O's 2 + 2); the status page shows "overload".
 
 use strict;
 use warnings;
@@ -80,7 +81,7 @@ sub at {
     return join ' ', map { $f->{"127.0.0.1:$port{$_}"} // -1 } qw(b1 b2);
 }
 
-for my $case ([ '', 'least', 'other' ], [ 'overload=holder', 'holder', 'holder' ]) {
+for my $case ([ 'overload=least', 'least', 'other' ], [ '', 'holder', 'holder' ]) {
     my ($args, $name, $want) = @$case;
 
     if ($name eq 'least') {
