@@ -18,6 +18,9 @@
 
 static void ngx_http_prefix_aware_queue_json_left(
     ngx_http_prefix_aware_writer_t *w, uint64_t *left);
+static void ngx_http_prefix_aware_queue_prom_bands(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w, const char *name, size_t field);
 static void ngx_http_prefix_aware_queue_band_label(u_char *buf,
     pa_queue_head_t *h, ngx_uint_t k);
 
@@ -197,26 +200,9 @@ ngx_http_prefix_aware_queue_prometheus(
     ngx_http_prefix_aware_family(w, "queue_waiting", "gauge",
         "Requests waiting now for a server under its bounds, by priority.");
 
-    for (i = 0; i < pamcf->upstreams.nelts; i++) {
-        if (pacf[i]->queue == NULL || pacf[i]->queue->q.head == NULL) {
-            continue;
-        }
-
-        h = pacf[i]->queue->q.head;
-
-        for (k = 0; k <= PA_QUEUE_BANDS; k++) {
-            if (k < PA_QUEUE_BANDS && !h->bands[k].used) {
-                continue;
-            }
-
-            ngx_http_prefix_aware_queue_band_label(band, h, k);
-
-            ngx_http_prefix_aware_printf(w,
-                "nginx_prefix_aware_queue_waiting"
-                "{upstream=\"%V\",priority=\"%s\"} %uL\n",
-                &label[i][0], band, h->bands[k].waiting);
-        }
-    }
+    ngx_http_prefix_aware_queue_prom_bands(pamcf, label, w,
+        "nginx_prefix_aware_queue_waiting",
+        offsetof(pa_queue_band_t, waiting));
 
     ngx_http_prefix_aware_family(w, "queue_left_total", "counter",
         "Requests that left the queue, by priority and why: released to "
@@ -251,26 +237,9 @@ ngx_http_prefix_aware_queue_prometheus(
         "Requests that went past the queue to their prefix holder while "
         "every server was at its bounds (queue_reserve=), by priority.");
 
-    for (i = 0; i < pamcf->upstreams.nelts; i++) {
-        if (pacf[i]->queue == NULL || pacf[i]->queue->q.head == NULL) {
-            continue;
-        }
-
-        h = pacf[i]->queue->q.head;
-
-        for (k = 0; k <= PA_QUEUE_BANDS; k++) {
-            if (k < PA_QUEUE_BANDS && !h->bands[k].used) {
-                continue;
-            }
-
-            ngx_http_prefix_aware_queue_band_label(band, h, k);
-
-            ngx_http_prefix_aware_printf(w,
-                "nginx_prefix_aware_queue_passed_total"
-                "{upstream=\"%V\",priority=\"%s\"} %uL\n",
-                &label[i][0], band, h->bands[k].passed);
-        }
-    }
+    ngx_http_prefix_aware_queue_prom_bands(pamcf, label, w,
+        "nginx_prefix_aware_queue_passed_total",
+        offsetof(pa_queue_band_t, passed));
 
     ngx_http_prefix_aware_family(w, "queue_wait_seconds", "histogram",
         "Time the requests released to a server waited in the queue.");
@@ -318,6 +287,43 @@ ngx_http_prefix_aware_queue_prometheus(
             ngx_http_prefix_aware_printf(w,
                 "nginx_prefix_aware_queue_max_waiting{upstream=\"%V\"} %uL\n",
                 &label[i][0], pacf[i]->queue->q.head->max_waiting);
+        }
+    }
+}
+
+
+/* a sample of each upstream's bands: the band's uint64_t at "field" */
+
+static void
+ngx_http_prefix_aware_queue_prom_bands(
+    ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
+    ngx_http_prefix_aware_writer_t *w, const char *name, size_t field)
+{
+    u_char                             band[NGX_INT32_LEN + 8];
+    ngx_uint_t                         i, k;
+    pa_queue_head_t                   *h;
+    ngx_http_prefix_aware_srv_conf_t **pacf;
+
+    pacf = pamcf->upstreams.elts;
+
+    for (i = 0; i < pamcf->upstreams.nelts; i++) {
+        if (pacf[i]->queue == NULL || pacf[i]->queue->q.head == NULL) {
+            continue;
+        }
+
+        h = pacf[i]->queue->q.head;
+
+        for (k = 0; k <= PA_QUEUE_BANDS; k++) {
+            if (k < PA_QUEUE_BANDS && !h->bands[k].used) {
+                continue;
+            }
+
+            ngx_http_prefix_aware_queue_band_label(band, h, k);
+
+            ngx_http_prefix_aware_printf(w,
+                "%s{upstream=\"%V\",priority=\"%s\"} %uL\n",
+                name, &label[i][0], band,
+                *(uint64_t *) ((u_char *) &h->bands[k] + field));
         }
     }
 }
