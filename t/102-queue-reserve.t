@@ -38,37 +38,12 @@ sub conf {
 
 sub inflight { ($ng->inflight('up') || {})->{"127.0.0.1:$bport"} // -1 }
 
-# whether "a" started before "b" (the backend's log, once it has all 7)
-sub before {
-    my ($tag, $a, $b) = @_;
-    wait_until { @{ $be->started($tag) } == 7 } 5;
-    my %at;
-    my $i = 0;
-    $at{$_} = $i++ for @{ $be->started($tag) };
-    return defined $at{$a} && defined $at{$b} && $at{$a} < $at{$b};
-}
-
-sub send_one {
-    my ($tag, $name, $tenant) = @_;
-    my $c = $ng->conn or die "no connection\n";
-    $c->send(POST => "/slow?t=$tag-$name", headers => [ 'X-Tenant' => $tenant ],
-             body => rnd(100));
-    return $c;
-}
-
-# N's six requests: three go, three wait; returns the connections
+# whether "a" started before "b" (the backend's log, once it has all 7); a
+# request "/slow" with X-Tenant; six of tenant N: three go, three wait
+sub before { $be->started_before($_[0], 7, $_[1], $_[2]) }
+sub send_one { $ng->send_slow($_[0], $_[1], 'X-Tenant' => $_[2]) }
 sub backlog {
-    my ($tag) = @_;
-    my @c;
-    for my $i (1 .. 3) {
-        push @c, send_one($tag, "n$i", 'n');
-        wait_until { inflight() >= $i } 5;
-    }
-    for my $i (4 .. 6) {
-        push @c, send_one($tag, "n$i", 'n');
-        wait_until { $ng->waiting >= $i - 3 } 5;
-    }
-    return @c;
+    $ng->slow_backlog($_[0], "127.0.0.1:$bport", 'X-Tenant' => 'n');
 }
 
 # 1. queue_reserve=1

@@ -165,6 +165,17 @@ sub started {
     return [ map { $_->[1] } sort { $a->[0] <=> $b->[0] } @ev ];
 }
 
+# whether the request "t=TAG-A" started before "t=TAG-B" at the backends
+# of start_logged_backends(), once N requests tagged TAG have started
+sub started_before {
+    my ($self, $tag, $n, $a, $b) = @_;
+    wait_until { @{ $self->started($tag) } == $n } 5;
+    my %at;
+    my $i = 0;
+    $at{$_} = $i++ for @{ $self->started($tag) };
+    return defined $at{$a} && defined $at{$b} && $at{$a} < $at{$b};
+}
+
 sub write_conf {
     my ($self, $http) = @_;
     my $root = $self->{root};
@@ -399,6 +410,35 @@ sub one_server_conf {
         location / { proxy_pass http://up; }
     }
 _EOC_
+}
+
+# POST /slow?t=TAG-NAME with HEADERS on a connection of its own (for the
+# backends' "/slow"); returns the connection
+sub send_slow {
+    my ($self, $tag, $name, @headers) = @_;
+    my $c = $self->conn or die "no connection\n";
+    $c->send(POST => "/slow?t=$tag-$name", headers => [ @headers ],
+             body => rnd(100));
+    return $c;
+}
+
+# six requests "n1" to "n6" with HEADERS to one_server_conf()'s server of
+# "threshold=3" at ADDR ("host:port"): three go, three wait; returns the
+# connections
+sub slow_backlog {
+    my ($self, $tag, $addr, @headers) = @_;
+    my @c;
+    for my $i (1 .. 3) {
+        push @c, $self->send_slow($tag, "n$i", @headers);
+        wait_until {
+            (($self->inflight('up') || {})->{$addr} // -1) >= $i
+        } 5;
+    }
+    for my $i (4 .. 6) {
+        push @c, $self->send_slow($tag, "n$i", @headers);
+        wait_until { $self->waiting >= $i - 3 } 5;
+    }
+    return @c;
 }
 
 # the ms the request tagged "t=NAME" waited in the queue, from the log of
