@@ -1750,6 +1750,8 @@ def wl_overrides(wlname, opts, n=None, rate=None):
            "rate": rate or (opts.rate or p["rate"]) * k}
     if getattr(opts, "shape", None) and "shape" in p:
         out["shape"] = opts.shape
+    if getattr(opts, "stream_rate", None):
+        out["stream_rate"] = opts.stream_rate * k
     for key in SCALE_KEYS.get(wlname, ()):
         out[key] = p[key] * k
     return out
@@ -2333,6 +2335,12 @@ def main(argv=None):
                     help="the API the agentic workload's requests speak: "
                          "chat, responses, messages, or stored (Responses "
                          "with previous_response_id); default chat")
+    ap.add_argument("--stream-rate", type=float, default=None,
+                    help="generate each workload's stream at this rate (x "
+                         "--scale) and send the same requests at --rate, "
+                         "their times scaled: the same requests at any "
+                         "load (agentic's stream otherwise depends on its "
+                         "rate)")
     ap.add_argument("--pa-index", default="off",
                     help="index= of the prefix_aware strategy and the base "
                          "of the arms (default off: routing v1, SageMaker's; "

@@ -402,6 +402,24 @@ class TestWorkloads(unittest.TestCase):
         new = sum(1 for r in w.requests if r.turn == 0)
         self.assertTrue(0.8 < new / len(w.requests) < 0.95, new)
 
+    def test_stream_rate(self):
+        # the same requests at twice the rate: agentic's own stream at 2.0
+        # starts more agents; with stream_rate=1.0 the stream is the one
+        # at 1.0, its times halved
+        base = workloads.generate("agentic", n=60, rate=1.0)
+        fast = workloads.generate("agentic", n=60, rate=2.0,
+                                  stream_rate=1.0)
+        own = workloads.generate("agentic", n=60, rate=2.0)
+        self.assertEqual([r.body for r in fast.requests],
+                         [r.body for r in base.requests])
+        for a, b in zip(base.requests, fast.requests):
+            self.assertAlmostEqual(b.t, a.t / 2.0)
+        self.assertEqual(fast.params["rate"], 2.0)
+        self.assertNotEqual([r.session for r in own.requests],
+                            [r.session for r in base.requests])
+        with self.assertRaises(ValueError):
+            workloads.generate("rag", n=5, rate=1.0, stream_rate=-1.0)
+
     def test_rag_shares_documents(self):
         w = workloads.generate("rag", n=200)
         groups = [r.group for r in w.requests]

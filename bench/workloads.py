@@ -959,8 +959,14 @@ OVERLOAD = ("noisy", "noisy_equal", "noisy_quiet", "prio")
 NAMES = [w for w in GENERATORS if w not in OVERLOAD]
 
 
-def generate(name, **overrides):
-    """generate("rag", n=200, rate=5.0) -> Workload"""
+def generate(name, stream_rate=None, **overrides):
+    """generate("rag", n=200, rate=5.0) -> Workload
+
+    stream_rate: generate the stream at that rate and send the same
+    requests at "rate", their times scaled by stream_rate / rate (every
+    gap, think times included): the same requests at any load, for a
+    workload whose stream itself depends on its rate (agentic starts more
+    agents within n requests at a higher rate)."""
     if name not in GENERATORS:
         raise KeyError("unknown workload %r (have %s)" % (name, ", ".join(NAMES)))
     p = dict(PARAMS[name])
@@ -970,7 +976,17 @@ def generate(name, **overrides):
         if k not in p:
             raise KeyError("workload %s has no parameter %r" % (name, k))
         p[k] = v
+    if not stream_rate:
+        return Workload(name, p, GENERATORS[name](p))
+    if stream_rate <= 0:
+        raise ValueError("stream_rate must be > 0")
+    rate = p["rate"]
+    p["rate"] = stream_rate
     reqs = GENERATORS[name](p)
+    for r in reqs:
+        r.t *= stream_rate / rate
+    p["rate"] = rate
+    p["stream_rate"] = stream_rate
     return Workload(name, p, reqs)
 
 
