@@ -1728,7 +1728,9 @@ WORKLOAD_KV_BLOCKS = {"agentic": 24576, "uneven": 24576}
 # files, tenants, adapters, apps), multiplied by --scale with the rate
 SCALE_KEYS = {"rag": ("docs",), "templated": ("templates",),
               "code": ("files",), "tenants": ("tenants",),
-              "lora": ("adapters",), "agentic": ("apps",)}
+              "lora": ("adapters",), "agentic": ("apps",),
+              "noisy": ("tenants",), "noisy_equal": ("tenants",),
+              "noisy_quiet": ("tenants",), "prio": ("tenants",)}
 
 
 def opts_for(wlname, opts):
