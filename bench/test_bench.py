@@ -1380,3 +1380,44 @@ class TestPrioReport(unittest.TestCase):
         other = prio_report.report(self.main, self.base, 2.0,
                                    base_arm="pa_v2").split("\n")
         self.assertEqual([c.strip() for c in other[2].split("|")][4], "-")
+
+
+class TestPairTrace(unittest.TestCase):
+    """bench/pair_trace.py: the same requests under two arms, the slowest
+    of B said why"""
+
+    def req(self, i, t, inst, prompt, cached, ttft):
+        return {"i": i, "t": t, "instance": inst, "prompt": prompt,
+                "cached": cached, "ttft": ttft, "wait": 0.0,
+                "route": "affinity", "depth": "1", "session": i}
+
+    def test_why(self):
+        import pair_trace
+        a, b = {}, {}
+        # 20 quick requests on their own servers in both arms
+        for i in range(20):
+            q = 0.010 + 0.001 * i
+            a[i] = self.req(i, float(i), "s%d" % (i % 4), 1000, 900, q)
+            b[i] = self.req(i, float(i), "s%d" % (i % 4), 1000, 900, q)
+        # 20: B computed it cold (compute)
+        a[20] = self.req(20, 20.0, "s0", 8000, 7900, 0.03)
+        b[20] = self.req(20, 20.0, "s1", 8000, 0, 1.0)
+        # 21: B sent it behind a long prefill on its server (queue)
+        a[21] = self.req(21, 20.5, "s2", 1000, 900, 0.02)
+        b[21] = self.req(21, 20.5, "s1", 1000, 900, 0.9)
+        self.assertEqual(pair_trace.ahead(b)[21], 8000)
+        self.assertEqual(pair_trace.ahead(a)[21], 0)
+        lines = pair_trace.report(a, b, margin=512, nlist=5)
+        text = "\n".join(lines)
+        self.assertIn("B's requests at or over its P90", text)
+        self.assertRegex(text, r"P90 \([0-9.]+ s\): 3; compute 1, queue 1, "
+                               r"slow in A too 1")
+        rows = [x for x in lines if x.startswith("| 2")]
+        self.assertTrue(rows[0].startswith("| 20 |"))
+        self.assertTrue(rows[0].endswith("| compute |"))
+        self.assertTrue(rows[1].startswith("| 21 |"))
+        self.assertTrue(rows[1].endswith("| queue |"))
+        # the same trace twice: no extra time, nothing "compute"/"queue"
+        same = "\n".join(pair_trace.report(b, b))
+        self.assertNotIn("compute", same.split("\n")[2])
+        self.assertIn("0.000 s in all", same)
