@@ -20,6 +20,11 @@ says where B's extra time went:
   - "slow in A too": A's TTFT for it is at or over A's own P90;
   - "other": none of these (the engine's batch, decode, lateness).
 
+For workloads of conversations (the trace's session and turn), it also
+says for each arm how many turns after a session's first went to
+another server than the session's previous turn ("moved"), and what
+they and the turns that stayed computed.
+
     /usr/bin/python3 bench/pair_trace.py A.jsonl B.jsonl [--margin 512]
         [--list 20]
 """
@@ -91,6 +96,25 @@ def why(a, b, aa, ab, a_p90, margin):
     return "other"
 
 
+def sessions(reqs):
+    """(moved, their uncached tokens, their TTFT median, stayed, theirs,
+    theirs) over the turns after a session's first"""
+    by = {}
+    for r in reqs.values():
+        if r.get("session") is not None and r.get("turn") is not None:
+            by.setdefault(r["session"], []).append(r)
+    moved, stayed = [], []
+    for rs in by.values():
+        rs.sort(key=lambda r: r["turn"])
+        for prev, r in zip(rs, rs[1:]):
+            (moved if r.get("instance") != prev.get("instance")
+             else stayed).append(r)
+    return (len(moved), sum(uncached(r) for r in moved),
+            pct([r["ttft"] for r in moved], 50), len(stayed),
+            sum(uncached(r) for r in stayed),
+            pct([r["ttft"] for r in stayed], 50))
+
+
 def summary(reqs):
     t = [r["ttft"] for r in reqs.values()]
     p = sum(r.get("prompt") or 0 for r in reqs.values())
@@ -111,6 +135,13 @@ def report(a, b, margin=512, nlist=20, names=("A", "B")):
                      "KV hit %.1f %%" % (name, n, p50, p90, p99, hit))
     if not common:
         return lines
+    for name, reqs in zip(names, (a, b)):
+        mv, mu, mt, st, su, stt = sessions(reqs)
+        if mv + st:
+            lines.append("%s: of %d later turns, %d moved (%d tokens "
+                         "computed, TTFT median %.3f s), %d stayed (%d, "
+                         "%.3f s)" % (name, mv + st, mv, mu, mt, st, su,
+                                      stt))
     aa, ab = ahead(a), ahead(b)
     a_p90 = pct([r["ttft"] for r in a.values()], 90)
     b_t = [r["ttft"] for r in b.values()]
