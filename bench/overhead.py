@@ -274,6 +274,31 @@ def sync_counts(url):
         return {}
 
 
+def med(xs):
+    """the median of the rounds (the upper one of an even count)"""
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def paired_cells(on, off, places=2):
+    """the rounds of one arm against another's in the same rounds: the
+    median (range) of the differences in the module's CPU (perf), the
+    worker's (perf) and /proc's, us a request, and the req/s ratio"""
+    pairs = list(zip(on, off))
+    fmt = "%%+.%df (%%+.%df..%%+.%df)" % (places, places, places)
+
+    def span(f):
+        xs = [f(a[1]) - f(b[1]) for a, b in pairs]
+        return fmt % (med(xs), min(xs), max(xs))
+
+    perf = "perf_us" in on[0][1]
+    ratios = [a[1]["rps"] / b[1]["rps"] for a, b in pairs]
+    return [span(lambda t: t["perf_mod_us"]) if perf else "-",
+            span(lambda t: t["perf_us"]) if perf else "-",
+            span(lambda t: t["cpu_us"]),
+            "%.3f (%.3f..%.3f)" % (med(ratios), min(ratios), max(ratios))]
+
+
 def start_pa(name, tmp, port, backends, sinks=()):
     """an nginx of one worker with one of PA_ARMS (run.py's configuration)"""
     os.makedirs(tmp, exist_ok=True)
@@ -295,7 +320,7 @@ def start_pa(name, tmp, port, backends, sinks=()):
         conf = R.nginx_conf(tmp, port, backends, directive, module=True)
     finally:
         R.MODULE_SO = module
-    if BEFORE:
+    if BEFORE or SYNC_BEFORE:
         # every arm without the header of a variable an earlier build
         # may not have ($prefix_aware_wait, since the queue)
         conf = re.sub(r"\n\s*add_header X-Prefix-Aware-Wait [^;]*;", "",
@@ -364,21 +389,26 @@ def main(argv=None):
     if opts.proxies:
         keep = set(opts.proxies.split(",")) | {"direct", "round_robin"}
         proxies = [p for p in proxies if p in keep]
-    if opts.sync_before:
-        global SYNC_BEFORE
-        SYNC_BEFORE = os.path.abspath(opts.sync_before)
-        proxies.append("pa_sync_before")
+    global SYNC_BEFORE, BEFORE
+    for path in (opts.sync_before, opts.before):
+        if path and not os.access(path, os.R_OK):
+            sys.exit("overhead.py: %s: no such file" % path)
     tmp = tempfile.mkdtemp(prefix="pa-overhead-")
     os.chmod(tmp, 0o755)
+
+    def renamed(path, folder):
+        """another build under the module's own file name: perf counts
+        the .so by its name"""
+        os.makedirs(os.path.join(tmp, folder))
+        out = os.path.join(tmp, folder, os.path.basename(R.MODULE_SO))
+        shutil.copy(path, out)
+        return out
+
+    if opts.sync_before:
+        SYNC_BEFORE = renamed(opts.sync_before, "sync-before")
+        proxies.append("pa_sync_before")
     if opts.before:
-        # under the module's own file name: perf counts the .so by name
-        global BEFORE
-        if not os.access(opts.before, os.R_OK):
-            sys.exit("overhead.py: --before %s: no such file" % opts.before)
-        os.makedirs(os.path.join(tmp, "before"))
-        BEFORE = os.path.join(tmp, "before",
-                              os.path.basename(R.MODULE_SO))
-        shutil.copy(opts.before, BEFORE)
+        BEFORE = renamed(opts.before, "before")
         for name in ("pa_off", "pa_default"):
             if name in proxies:
                 proxies.append(name + "_before")
@@ -496,9 +526,6 @@ def main(argv=None):
         shutil.rmtree(tmp, ignore_errors=True)
 
     # the median of the rounds, figure by figure (the machine is shared)
-    def med(xs):
-        xs = sorted(xs)
-        return xs[len(xs) // 2]
     for k, rs in runs.items():
         lat = {f: med([r[0][f] for r in rs]) for f in
                ("avg_ms", "p50_ms", "p90_ms", "p99_ms")}
@@ -619,8 +646,6 @@ def main(argv=None):
     if "pa_sync" in proxies and "pa_default" in proxies:
         # what sync adds, round by round against the default (sync off)
         # in the same round: the median, and the range of the rounds
-        def span(xs):
-            return "%+.2f (%+.2f..%+.2f)" % (med(xs), min(xs), max(xs))
         lines += ["", "`prefix_aware_sync` on (%d peers: UDP sockets on "
                   "loopback that nobody reads) against off (the default), "
                   "c%d, round by round: the median of the rounds' "
@@ -636,32 +661,19 @@ def main(argv=None):
                   "(perf) | /proc us/req | req/s ratio sync on / off |",
                   "|---|---|---|---|---|---|"]
         for kind, size in cases:
-          for arm in ("pa_sync", "pa_sync_before"):
-            if arm not in proxies:
-                continue
-            on = runs[(kind, size, arm)]
-            off = runs[(kind, size, "pa_default")]
-            pairs = list(zip(on, off))
-            perf = "perf_us" in on[0][1]
-            lines.append("| %s %d KB%s | %d | %s | %s | %s | %s |" % (
-                "raw /invocations" if kind == "raw" else "OpenAI JSON",
-                size // 1024,
-                " (--sync-before)" if arm == "pa_sync_before" else "",
-                len(pairs),
-                span([a[1]["perf_mod_us"] - b[1]["perf_mod_us"]
-                      for a, b in pairs]) if perf else "-",
-                span([a[1]["perf_us"] - b[1]["perf_us"]
-                      for a, b in pairs]) if perf else "-",
-                span([a[1]["cpu_us"] - b[1]["cpu_us"] for a, b in pairs]),
-                "%.3f (%.3f..%.3f)" % (
-                    med([a[1]["rps"] / b[1]["rps"] for a, b in pairs]),
-                    min(a[1]["rps"] / b[1]["rps"] for a, b in pairs),
-                    max(a[1]["rps"] / b[1]["rps"] for a, b in pairs))))
+            for arm in ("pa_sync", "pa_sync_before"):
+                if arm not in proxies:
+                    continue
+                on = runs[(kind, size, arm)]
+                lines.append("| %s %d KB%s | %d | %s |" % (
+                    "raw /invocations" if kind == "raw" else "OpenAI JSON",
+                    size // 1024,
+                    " (--sync-before)" if arm == "pa_sync_before" else "",
+                    len(on), " | ".join(paired_cells(
+                        on, runs[(kind, size, "pa_default")]))))
     if "pa_queue" in proxies and "pa_default" in proxies:
         # what queue= adds under capacity, round by round against the
         # default in the same round
-        def qspan(xs):
-            return "%+.3f (%+.3f..%+.3f)" % (med(xs), min(xs), max(xs))
         lines += ["", "`queue=1024` against the default without it, c%d "
                   "(under capacity: %d connections, 4 servers of "
                   "threshold %d, nothing waits), round by round: the "
@@ -675,25 +687,12 @@ def main(argv=None):
                   "|---|---|---|---|---|---|"]
         for kind, size in cases:
             on = runs[(kind, size, "pa_queue")]
-            off = runs[(kind, size, "pa_default")]
-            pairs = list(zip(on, off))
-            perf = "perf_us" in on[0][1]
-            lines.append("| %s %d KB | %d | %s | %s | %s | %s |" % (
+            lines.append("| %s %d KB | %d | %s |" % (
                 "raw /invocations" if kind == "raw" else "OpenAI JSON",
-                size // 1024, len(pairs),
-                qspan([a[1]["perf_mod_us"] - b[1]["perf_mod_us"]
-                       for a, b in pairs]) if perf else "-",
-                qspan([a[1]["perf_us"] - b[1]["perf_us"]
-                       for a, b in pairs]) if perf else "-",
-                qspan([a[1]["cpu_us"] - b[1]["cpu_us"] for a, b in pairs]),
-                "%.3f (%.3f..%.3f)" % (
-                    med([a[1]["rps"] / b[1]["rps"] for a, b in pairs]),
-                    min(a[1]["rps"] / b[1]["rps"] for a, b in pairs),
-                    max(a[1]["rps"] / b[1]["rps"] for a, b in pairs))))
+                size // 1024, len(on), " | ".join(paired_cells(
+                    on, runs[(kind, size, "pa_default")], 3))))
     if "pa_default_before" in proxies or "pa_off_before" in proxies:
         # this build against --before's, round by round in the same round
-        def bspan(xs):
-            return "%+.2f (%+.2f..%+.2f)" % (med(xs), min(xs), max(xs))
         lines += ["", "This build against the module of --before, c%d, "
                   "round by round: the median of the rounds' differences "
                   "(their range) in CPU us per request, this build's "
@@ -708,22 +707,11 @@ def main(argv=None):
                 if arm + "_before" not in proxies:
                     continue
                 now = runs[(kind, size, arm)]
-                was = runs[(kind, size, arm + "_before")]
-                pairs = list(zip(now, was))
-                perf = "perf_us" in now[0][1]
-                lines.append("| %s %d KB | %s | %d | %s | %s | %s | %s |" % (
+                lines.append("| %s %d KB | %s | %d | %s |" % (
                     "raw /invocations" if kind == "raw" else "OpenAI JSON",
-                    size // 1024, labels[arm], len(pairs),
-                    bspan([a[1]["perf_mod_us"] - b[1]["perf_mod_us"]
-                           for a, b in pairs]) if perf else "-",
-                    bspan([a[1]["perf_us"] - b[1]["perf_us"]
-                           for a, b in pairs]) if perf else "-",
-                    bspan([a[1]["cpu_us"] - b[1]["cpu_us"]
-                           for a, b in pairs]),
-                    "%.3f (%.3f..%.3f)" % (
-                        med([a[1]["rps"] / b[1]["rps"] for a, b in pairs]),
-                        min(a[1]["rps"] / b[1]["rps"] for a, b in pairs),
-                        max(a[1]["rps"] / b[1]["rps"] for a, b in pairs))))
+                    size // 1024, labels[arm], len(now),
+                    " | ".join(paired_cells(
+                        now, runs[(kind, size, arm + "_before")]))))
     if any("sends" in r[1] for k, rs in runs.items() for r in rs):
         lines += ["", "Send calls (`sendmmsg`, `sendto`, `sendmsg`: "
                   "`perf stat` of the syscalls' tracepoints on the worker) "
