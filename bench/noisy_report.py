@@ -8,9 +8,10 @@ MAIN_TRACE_DIR holds the traces of workload "noisy" (tenant0 sends 4
 times each other tenant's rate, the cluster over capacity), one file per
 arm and seed (noisy-ARM-SEED.jsonl); BASE_TRACE_DIR those of
 "noisy_equal" (the same tenants at one rate, under capacity), arm pa_v2.
-For each arm and seed: each quiet tenant's (tenant1..7) TTFT P50 and P90
+For each arm and seed: each quiet tenant's (tenant1..7, or as many as
+the baseline has: run.py --scale scales them) TTFT P50 and P90
 (model seconds, answered requests) as a ratio to its own in the baseline
-run of the same seed, the worst and the median of the seven; the noisy
+run of the same seed, the worst and the median of the quiet tenants; the noisy
 tenant's P50/P90; the requests answered 429/503 by tenant class; the
 goodput (goodput(): requests answered within --ttft-target, 2 model
 seconds by default, a second of the run and as a share of the offered, a
@@ -18,7 +19,7 @@ shed request counting as not good).  Then the medians (and ranges) over
 the seeds.
 
 Then, per arm and seed, what the issue's fairness criterion asks: Jain's
-index (sum x)^2 / (n sum x^2) over the 8 tenants of the prefill served
+index (sum x)^2 / (n sum x^2) over the tenants of the prefill served
 (prompt tokens not cached, counted at each answer's first token) while
 every tenant had a request pending (sent, no first token yet; the share
 of the run that window covers is printed), and where the quiet tenants'
@@ -96,12 +97,21 @@ def jain(xs):
     return sum(xs) ** 2 / (len(xs) * sq) if sq else float("nan")
 
 
+def quiet_of(by):
+    """the quiet tenants of a trace's groups: every "tenantK" but tenant0
+    (8 tenants at 4 instances, 32 with run.py --scale 4)"""
+    return sorted((g for g in by if g and g.startswith("tenant")
+                   and g != "tenant0"), key=lambda g: int(g[6:]))
+
+
 def fairness(path, tenants=8):
     """Jain's index of prefill served while every tenant had a request
     pending, and that window's share of the run."""
     ev = []
     reqs = []
-    for line in open(path):
+    with open(path) as f:
+        lines = f.readlines()
+    for line in lines:
         r = json.loads(line)
         if r["status"] != 200 or r["ttft"] is None or r["wait"] is None:
             continue
@@ -139,7 +149,9 @@ def split(path):
     """The quiet tenants' time in the module's queue and after it: P50 and
     P90 of each, model seconds (None where the trace has no "queued")."""
     q, e = [], []
-    for line in open(path):
+    with open(path) as f:
+        lines = f.readlines()
+    for line in lines:
         r = json.loads(line)
         if (r["group"] == "tenant0" or r["status"] != 200
                 or r["ttft"] is None):
@@ -191,7 +203,7 @@ def main(argv=None):
         if seed not in base:
             continue
         bby = base[seed][0]
-        quiet = ["tenant%d" % k for k in range(1, 8)]
+        quiet = quiet_of(bby)
         r50 = [pct(by[t], 50) / pct(bby[t], 50) for t in quiet]
         r90 = [pct(by[t], 90) / pct(bby[t], 90) for t in quiet]
         q50 = statistics.median(pct(by[t], 50) for t in quiet)
@@ -231,9 +243,9 @@ def main(argv=None):
                          mr([r["good"] for r in rows]),
                          mr([100 * r["share"] for r in rows])))
     bl = ["", "Baseline (noisy_equal, pa_v2): each quiet tenant's TTFT P50 / "
-          "P90 s, median of the seven:", ""]
+          "P90 s, median of the quiet tenants:", ""]
     for seed, (bby, bshed, bother) in sorted(base.items()):
-        quiet = ["tenant%d" % k for k in range(1, 8)]
+        quiet = quiet_of(bby)
         bl.append("- seed %d: %.3f / %.3f s, %d answered, %d shed, %d "
                   "other errors" % (
                       seed, statistics.median(pct(bby[t], 50) for t in quiet),
@@ -242,12 +254,12 @@ def main(argv=None):
                       sum(bshed.values()), sum(bother.values())))
     fl = ["", "Fairness and the quiet tenants' time (see the top of "
           "bench/noisy_report.py):", "",
-          "| arm | seed | Jain's index, prefill served while all 8 pending "
+          "| arm | seed | Jain's index, prefill served while all pending "
           "| that window's share of the run | quiet: in the queue P50 / "
           "P90 s | quiet: after the queue P50 / P90 s |",
           "|---|---|---|---|---|---|"]
     for (arm, seed), p in sorted(runs(main_dir, "noisy").items()):
-        j, share = fairness(p)
+        j, share = fairness(p, len(quiet_of(load(p)[0])) + 1)
         sp = split(p)
         fl.append("| %s | %d | %.3f | %.0f %% | %s | %s |" % (
             arm, seed, j, 100 * share,

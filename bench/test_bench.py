@@ -1435,3 +1435,52 @@ class TestPairTrace(unittest.TestCase):
         tail = [x for x in same.split("\n") if "at or over its P90" in x]
         self.assertNotIn("compute", tail[0])
         self.assertIn("0.000 s in all", same)
+
+
+class TestNoisyReportTenants(unittest.TestCase):
+    """bench/noisy_report.py takes its quiet tenants from the traces
+    (8 at 4 instances, 32 with --scale 4), not tenant1..7"""
+
+    def test_any_count(self):
+        import contextlib
+        import io
+        import tempfile
+        import noisy_report
+        d = tempfile.mkdtemp()
+        main, base = os.path.join(d, "main"), os.path.join(d, "base")
+        os.makedirs(main)
+        os.makedirs(base)
+
+        def write(path, slow):
+            with open(path, "w") as f:
+                i = 0
+                for k in range(12):
+                    for j in range(4):
+                        ttft = slow if k == 0 else 0.02 * (1 + j)
+                        f.write(json.dumps({
+                            "i": i, "t": 0.001 * i, "wait": 0.0,
+                            "group": "tenant%d" % k, "status": 200,
+                            "shed": False, "prompt": 1000, "cached": 500,
+                            "ttft": ttft, "done": 0.001 * i + ttft + 1,
+                            "queued": 0.0}) + "\n")
+                        i += 1
+
+        write(os.path.join(main, "noisy-pa_v2-9.jsonl"), 3.0)
+        write(os.path.join(base, "noisy_equal-pa_v2-9.jsonl"), 0.02)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            noisy_report.main([main, base])
+        text = out.getvalue()
+        # 11 quiet tenants, each as fast as in its baseline: ratios 1
+        row = [x for x in text.split("\n") if x.startswith("| pa_v2 | 9 |")]
+        self.assertEqual([c.strip() for c in row[0].split("|")][3:7],
+                         ["1.00"] * 4)
+        # answered: 11 quiet tenants of 4 requests, the noisy one's 4
+        self.assertIn("| 44 / 4 |", row[0])
+        # Jain's index over all 12 tenants, while all 12 were pending
+        jain = row[1:]
+        self.assertRegex(jain[0], r"^\| pa_v2 \| 9 \| (0\.\d{3}|1\.000) \| "
+                                  r"[1-9]\d* % \|")
+        self.assertEqual(noisy_report.quiet_of(
+            {"tenant0": [], "tenant10": [], "tenant2": []}),
+            ["tenant2", "tenant10"])
