@@ -17,6 +17,8 @@ says where B's extra time went:
     not cached of the requests routed there before it that had not had
     their first token when it came) than A did, by more than --margin;
   - "both": both of the above;
+  - "nginx queue": B waited in the module's queue (the trace's queued)
+    more than A, by over half of B's extra time (checked first);
   - "slow in A too": A's TTFT for it is at or over A's own P90;
   - "other": none of these (the engine's batch, decode, lateness).
 
@@ -25,14 +27,41 @@ says for each arm how many turns after a session's first went to
 another server than the session's previous turn ("moved"), and what
 they and the turns that stayed computed.
 
+--only KEY=VALUE (or KEY!=VALUE, repeatable) keeps the requests whose
+trace field is (is not) that value: --only band=1 for a priority band,
+--only group!=tenant0 for the quiet tenants of workload noisy.
+
     /usr/bin/python3 bench/pair_trace.py A.jsonl B.jsonl [--margin 512]
-        [--list 20]
+        [--list 20] [--only band=1]
 """
 
 import argparse
 import json
 import math
 import sys
+
+
+def keep(r, only):
+    """whether request r passes every (key, op, value) of only"""
+    for key, op, value in only:
+        if (str(r.get(key)) == value) != (op == "="):
+            return False
+    return True
+
+
+def parse_only(specs):
+    """KEY=VALUE / KEY!=VALUE strings as (key, op, value)"""
+    out = []
+    for s in specs:
+        if "!=" in s:
+            k, v = s.split("!=", 1)
+            out.append((k, "!=", v))
+        elif "=" in s:
+            k, v = s.split("=", 1)
+            out.append((k, "=", v))
+        else:
+            raise ValueError("--only %r: KEY=VALUE or KEY!=VALUE" % s)
+    return out
 
 
 def load(path):
@@ -65,6 +94,16 @@ def uncached(r):
     return max(0, (r.get("prompt") or 0) - (r.get("cached") or 0))
 
 
+def queued(r):
+    return r.get("queued") or 0.0
+
+
+def sent(r):
+    """when the request reached its server: its arrival, the client's
+    delay and its time in the module's queue (the TTFT counts the last)"""
+    return r["t"] + (r.get("wait") or 0) + queued(r)
+
+
 def ahead(reqs):
     """each request's prefill ahead of it on its server when it came: the
     tokens not cached of those there before it without a first token"""
@@ -73,16 +112,36 @@ def ahead(reqs):
         by.setdefault(r.get("instance"), []).append(r)
     out = {}
     for rs in by.values():
-        rs.sort(key=lambda r: r["t"] + (r.get("wait") or 0))
+        rs.sort(key=sent)
         for k, r in enumerate(rs):
-            at = r["t"] + (r.get("wait") or 0)
+            at = sent(r)
             out[r["i"]] = sum(
                 uncached(q) for q in rs[:k]
                 if q["t"] + (q.get("wait") or 0) + q["ttft"] > at)
     return out
 
 
+def in_flight(reqs):
+    """each request's count of requests on its server when it came: those
+    sent there before it and not yet answered to the end (the trace's
+    done); None where a trace has no done"""
+    by = {}
+    for r in reqs.values():
+        by.setdefault(r.get("instance"), []).append(r)
+    out = {}
+    for rs in by.values():
+        rs.sort(key=sent)
+        for k, r in enumerate(rs):
+            at = sent(r)
+            out[r["i"]] = sum(1 for q in rs[:k]
+                              if q.get("done") is None or q["done"] > at)
+    return out
+
+
 def why(a, b, aa, ab, a_p90, margin):
+    extra = b["ttft"] - a["ttft"]
+    if extra > 0 and queued(b) - queued(a) > extra / 2:
+        return "nginx queue"
     more_c = uncached(b) - uncached(a) > margin
     more_q = ab - aa > margin
     if more_c and more_q:
@@ -123,9 +182,12 @@ def summary(reqs):
             100.0 * c / p if p else float("nan"))
 
 
-def report(a, b, margin=512, nlist=20, names=("A", "B")):
-    """the lines of the report of two traces (dicts by i)"""
-    common = sorted(set(a) & set(b))
+def report(a, b, margin=512, nlist=20, names=("A", "B"), only=()):
+    """the lines of the report of two traces (dicts by i); with only,
+    the requests of B that pass it (prefill ahead counts every request)"""
+    aa, ab = ahead(a), ahead(b)
+    fa, fb = in_flight(a), in_flight(b)
+    common = sorted(i for i in set(a) & set(b) if keep(b[i], only))
     a = {i: a[i] for i in common}
     b = {i: b[i] for i in common}
     lines = []
@@ -142,7 +204,6 @@ def report(a, b, margin=512, nlist=20, names=("A", "B")):
                          "computed, TTFT median %.3f s), %d stayed (%d, "
                          "%.3f s)" % (name, mv + st, mv, mu, mt, st, su,
                                       stt))
-    aa, ab = ahead(a), ahead(b)
     a_p90 = pct([r["ttft"] for r in a.values()], 90)
     b_t = [r["ttft"] for r in b.values()]
     for tail, p in (("P90", 90), ("P99", 99)):
@@ -156,7 +217,8 @@ def report(a, b, margin=512, nlist=20, names=("A", "B")):
         lines.append("%s's requests at or over its %s (%.3f s): %d; %s" % (
             names[1], tail, cut, len(slow), ", ".join(
                 "%s %d" % (k, counts[k]) for k in
-                ("compute", "queue", "both", "slow in A too", "other")
+                ("nginx queue", "compute", "queue", "both",
+                 "slow in A too", "other")
                 if k in counts)))
         lines.append("%s's extra time there: %.3f s in all (%s - %s over "
                      "the same requests)" % (
@@ -167,18 +229,21 @@ def report(a, b, margin=512, nlist=20, names=("A", "B")):
                   key=lambda i: -b[i]["ttft"])[:nlist]
     lines += ["", "| i | t | session | %s TTFT | %s TTFT | %s server, route, "
               "depth | %s server, route, depth | uncached %s / %s | "
-              "prefill ahead %s / %s | why |" % (
+              "prefill ahead %s / %s | in flight there %s / %s | in nginx's queue "
+              "%s / %s s | why |" % (
                   names[1], names[0], names[1], names[0], names[1], names[0],
-                  names[1], names[0]),
-              "|---|---|---|---|---|---|---|---|---|---|"]
+                  names[1], names[0], names[1], names[0], names[1],
+                  names[0]),
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i in slow:
         x, y = b[i], a[i]
         lines.append("| %d | %.2f | %s | %.3f | %.3f | %s %s %s | %s %s %s "
-                     "| %d / %d | %d / %d | %s |" % (
+                     "| %d / %d | %d / %d | %d / %d | %.3f / %.3f | %s |" % (
                          i, x["t"], x.get("session"), x["ttft"], y["ttft"],
                          x.get("instance"), x.get("route"), x.get("depth"),
                          y.get("instance"), y.get("route"), y.get("depth"),
                          uncached(x), uncached(y), ab[i], aa[i],
+                         fb[i], fa[i], queued(x), queued(y),
                          why(y, x, aa[i], ab[i], a_p90, margin)))
     return lines
 
@@ -193,12 +258,20 @@ def main(argv=None):
                     help="B's slowest requests listed (default 20)")
     ap.add_argument("--names", default="A,B",
                     help="the arms' names, A,B")
+    ap.add_argument("--only", action="append", default=[],
+                    metavar="KEY=VALUE",
+                    help="only B's requests whose trace field KEY is "
+                         "(KEY!=VALUE: is not) VALUE; repeatable")
     opts = ap.parse_args(argv)
     names = tuple(opts.names.split(",", 1))
     if len(names) != 2:
         sys.exit("pair_trace.py: --names A,B")
+    try:
+        only = parse_only(opts.only)
+    except ValueError as e:
+        sys.exit("pair_trace.py: %s" % e)
     print("\n".join(report(load(opts.a), load(opts.b), opts.margin,
-                           opts.list, names)))
+                           opts.list, names, only)))
 
 
 if __name__ == "__main__":

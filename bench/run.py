@@ -1744,10 +1744,12 @@ def opts_for(wlname, opts):
 
 def wl_overrides(wlname, opts, n=None, rate=None):
     """workloads.generate() overrides: --n/--rate (or the workload's own),
-    times --scale, and the population (SCALE_KEYS) times --scale; an
-    explicit n or rate (the sweep's) is taken as it is."""
+    times --scale, and the population (SCALE_KEYS) times --population
+    (by default --scale); an explicit n or rate (the sweep's) is taken as
+    it is."""
     p = workloads.PARAMS[wlname]
     k = getattr(opts, "scale", 1)
+    kp = getattr(opts, "population", None) or k
     out = {"n": n or (opts.n or p["n"]) * k,
            "rate": rate or (opts.rate or p["rate"]) * k}
     if getattr(opts, "shape", None) and "shape" in p:
@@ -1755,7 +1757,7 @@ def wl_overrides(wlname, opts, n=None, rate=None):
     if getattr(opts, "stream_rate", None):
         out["stream_rate"] = opts.stream_rate * k
     for key in SCALE_KEYS.get(wlname, ()):
-        out[key] = p[key] * k
+        out[key] = p[key] * kp
     return out
 
 
@@ -2315,6 +2317,11 @@ def main(argv=None):
                          "system prompts, files, tenants, adapters, apps): "
                          "the same load per instance and the cache scaled "
                          "with the instances (--scale 4: 16 instances)")
+    ap.add_argument("--population", type=int, default=None,
+                    help="K times each workload's population instead of "
+                         "--scale's (--scale 4 --population 1: 16 "
+                         "instances, the 4-instance runs' 8 tenants of "
+                         "noisy or prio)")
     ap.add_argument("--base-port", type=int, default=18400,
                     help="instances on base..base+N-1, the proxy on base+N; "
                          "seed k of a multi-seed run on the k-th block of N+1 "

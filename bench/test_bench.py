@@ -1389,7 +1389,8 @@ class TestPairTrace(unittest.TestCase):
     def req(self, i, t, inst, prompt, cached, ttft):
         return {"i": i, "t": t, "instance": inst, "prompt": prompt,
                 "cached": cached, "ttft": ttft, "wait": 0.0,
-                "route": "affinity", "depth": "1", "session": i}
+                "route": "affinity", "depth": "1", "session": i,
+                "done": t + ttft + 0.5}
 
     def test_why(self):
         import pair_trace
@@ -1435,6 +1436,38 @@ class TestPairTrace(unittest.TestCase):
         tail = [x for x in same.split("\n") if "at or over its P90" in x]
         self.assertNotIn("compute", tail[0])
         self.assertIn("0.000 s in all", same)
+
+    def test_nginx_queue_and_only(self):
+        import pair_trace
+        a, b = {}, {}
+        for i in range(20):
+            q = 0.010 + 0.001 * i
+            a[i] = self.req(i, float(i), "s%d" % (i % 4), 1000, 900, q)
+            b[i] = dict(self.req(i, float(i), "s%d" % (i % 4), 1000, 900,
+                                 q), band=0)
+        # 20: B held it 0.8 s in the module's queue, then quick
+        a[20] = self.req(20, 20.0, "s0", 1000, 900, 0.02)
+        b[20] = dict(self.req(20, 20.0, "s0", 1000, 900, 0.83), band=1,
+                     queued=0.8)
+        # 21: B behind an 8,000-token prefill that reached the server
+        # after it had waited: not ahead of 20 (sent at 20.8)
+        a[21] = self.req(21, 20.1, "s2", 1000, 900, 0.02)
+        b[21] = dict(self.req(21, 20.1, "s0", 8000, 0, 0.9), band=0)
+        text = "\n".join(pair_trace.report(a, b, nlist=5))
+        self.assertRegex(text, r"P90 \([0-9.]+ s\): 3; nginx queue 1, "
+                               r"compute 1, slow in A too 1")
+        self.assertIn("| 1 / 0 | 0.800 / 0.000 | nginx queue |", text)
+        self.assertEqual(pair_trace.ahead(b)[20], 8000)
+        # in flight on s0 when 20 came (20.8): 21 (sent 20.1, done 21.5)
+        self.assertEqual(pair_trace.in_flight(b)[20], 1)
+        self.assertEqual(pair_trace.in_flight(a)[20], 0)
+        only = pair_trace.parse_only(["band=1"])
+        text = "\n".join(pair_trace.report(a, b, only=only))
+        self.assertIn("B: 1 requests", text)
+        only = pair_trace.parse_only(["band!=1"])
+        self.assertIn("B: 21 requests",
+                      "\n".join(pair_trace.report(a, b, only=only)))
+        self.assertRaises(ValueError, pair_trace.parse_only, ["band"])
 
 
 class TestNoisyReportTenants(unittest.TestCase):

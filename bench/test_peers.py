@@ -671,6 +671,12 @@ class TestRunPeers(unittest.TestCase):
         self.assertEqual((o["n"], o["rate"], o["docs"]),
                          (4 * p["n"], 4 * p["rate"], 4 * p["docs"]))
         self.assertEqual(run.wl_overrides("rag", O, n=70, rate=2.0)["n"], 70)
+        O.population = 1
+        o = run.wl_overrides("noisy", O)
+        q = workloads.PARAMS["noisy"]
+        self.assertEqual((o["n"], o["rate"], o["tenants"]),
+                         (4 * q["n"], 4 * q["rate"], q["tenants"]))
+        O.population = None
         self.assertEqual(run.opts_for("agentic", O).kv_blocks, 24576)
         self.assertEqual(run.opts_for("rag", O).kv_blocks, 2048)
         O.kv_explicit = True
