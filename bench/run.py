@@ -1164,7 +1164,7 @@ def write_trace(outdir, strategy, wl, reqs, recs, t0, opts):
             f.write(json.dumps(dict(
                 i=r.idx, t=q.t, session=q.session, turn=q.turn,
                 group=q.group, band=q.priority, instance=r.instance,
-                status=r.status, shed=r.shed,
+                status=r.status, shed=r.shed, max_tokens=q.max_tokens,
                 prompt=r.prompt, cached=r.cached, route=r.route,
                 depth=r.depth, arm=r.arm,
                 queued=float(r.queued) / 1000 / scale

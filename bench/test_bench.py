@@ -1470,6 +1470,48 @@ class TestPairTrace(unittest.TestCase):
         self.assertRaises(ValueError, pair_trace.parse_only, ["band"])
 
 
+class TestKvDemand(unittest.TestCase):
+    """bench/kv_demand.py: a server's KV demand when each request came"""
+
+    def req(self, i, t, group, prompt, cached, ttft, done, mt=300,
+            inst="s0", queued=0.0):
+        return {"i": i, "t": t, "wait": 0.0, "queued": queued,
+                "instance": inst, "group": group, "prompt": prompt,
+                "cached": cached, "ttft": ttft, "done": done,
+                "max_tokens": mt, "status": 200, "band": 0}
+
+    def test_demand(self):
+        import kv_demand
+        reqs = {
+            # two of tenant a (3,000 shared), one of b, on s0
+            0: self.req(0, 0.0, "a", 3200, 3000, 0.02, 10.0),
+            1: self.req(1, 1.0, "a", 3100, 3000, 0.02, 10.0),
+            2: self.req(2, 2.0, "b", 3300, 0, 0.5, 10.0, mt=None),
+            # ended before 3 came: not counted
+            3: self.req(3, 20.0, "a", 3200, 3000, 0.02, 21.0),
+            # another server
+            4: self.req(4, 2.5, "b", 3300, 3000, 0.02, 10.0, inst="s1"),
+        }
+        d = kv_demand.demand(reqs, out_tokens=100)
+        self.assertEqual(d[0], 3000 + 200 + 300)
+        # a once (3,000), b once (0 cached); own: 200+300, 100+300,
+        # 3300+100 (no max_tokens: --out-tokens)
+        self.assertEqual(d[2], 3000 + 0 + 500 + 400 + 3400)
+        self.assertEqual(d[3], 3000 + 200 + 300)
+        self.assertEqual(d[4], 3000 + 300 + 300)
+        lines = kv_demand.report(reqs, capacity=6000, out_tokens=100)
+        self.assertIn("demand at most 6000 tokens: 4 requests", lines[0])
+        self.assertIn("demand over 6000 tokens: 1 requests", lines[1])
+        self.assertIn("P50 0.500 P90 0.500 s, 1 over 0.10 s", lines[1])
+        # the module's queue is not the engine's: queued comes off
+        reqs[2]["queued"] = 0.45
+        lines = kv_demand.report(reqs, capacity=6000, out_tokens=100)
+        self.assertIn("P50 0.050 P90 0.050 s, 0 over", lines[1])
+        only = [("group", "=", "a")]
+        lines = kv_demand.report(reqs, capacity=6000, only=only)
+        self.assertIn("at most 6000 tokens: 3 requests", lines[0])
+
+
 class TestNoisyReportTenants(unittest.TestCase):
     """bench/noisy_report.py takes its quiet tenants from the traces
     (8 at 4 instances, 32 with --scale 4), not tenant1..7"""
