@@ -950,9 +950,6 @@ void ngx_http_prefix_aware_engine_json_server(
 void ngx_http_prefix_aware_engine_prometheus(
     ngx_http_prefix_aware_main_conf_t *pamcf, ngx_str_t **label,
     ngx_http_prefix_aware_writer_t *w);
-ngx_uint_t ngx_http_prefix_aware_engine_full(
-    ngx_http_prefix_aware_srv_conf_t *pacf,
-    ngx_http_prefix_aware_shm_server_t *s);
 
 /* ngx_http_prefix_aware_sync.c */
 char *ngx_http_prefix_aware_sync(ngx_conf_t *cf, ngx_command_t *cmd,

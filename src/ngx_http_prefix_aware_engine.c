@@ -20,7 +20,6 @@
 
 #include "ngx_http_prefix_aware.h"
 #include "pa_time.h"
-#include "pa_work.h"
 
 
 /* the default interval, in milliseconds */
@@ -765,26 +764,4 @@ ngx_http_prefix_aware_engine_prometheus(
             }
         }
     }
-}
-
-
-/*
- * load=engine: whether the server's engine reports requests waiting, in a
- * report at most two intervals old (a full server for queue=)
- */
-
-ngx_uint_t
-ngx_http_prefix_aware_engine_full(ngx_http_prefix_aware_srv_conf_t *pacf,
-    ngx_http_prefix_aware_shm_server_t *s)
-{
-    if (!pacf->engine_load
-        || s->engine_failing
-        || !((unsigned) s->engine_seen & (1u << PA_PROM_WAITING))
-        || !pa_work_fresh(ngx_current_msec, s->engine_reported,
-                          pacf->metrics_interval))
-    {
-        return 0;
-    }
-
-    return s->engine_waiting > 0;
 }

@@ -496,20 +496,6 @@ ngx_http_prefix_aware_index_probe(void *ctx, uint32_t server,
 
     rc = ngx_http_prefix_aware_probe(pd, server, &inflight);
 
-    /*
-     * queue= with load=engine: a server whose engine reports requests
-     * waiting (its KV cache full) counts as twice "threshold", past what
-     * cap=cost lets a match go: a request goes there only when no server
-     * is under that, rather than to wait in the engine's own queue
-     */
-
-    if (pacf->queue
-        && rc == PA_SERVER_USABLE
-        && ngx_http_prefix_aware_engine_full(pacf, pacf->shm_server[server]))
-    {
-        inflight = ngx_max(inflight, 2 * pacf->threshold);
-    }
-
     load->inflight = inflight;
     load->work = ngx_http_prefix_aware_work(pacf, server,
                                             NGX_HTTP_PREFIX_AWARE_SLACK

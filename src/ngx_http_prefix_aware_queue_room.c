@@ -12,6 +12,12 @@
 
 #include "ngx_http_prefix_aware.h"
 #include "pa_queue.h"
+#include "pa_work.h"
+
+
+static ngx_uint_t ngx_http_prefix_aware_queue_engine_full(
+    ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_http_prefix_aware_shm_server_t *s);
 
 
 /*
@@ -71,7 +77,8 @@ ngx_http_prefix_aware_queue_fill(ngx_http_prefix_aware_peer_data_t *pd,
         if (ngx_http_prefix_aware_probe(pd, (uint32_t) j, &inflight)
             != PA_SERVER_USABLE
             || inflight >= pacf->threshold
-            || ngx_http_prefix_aware_engine_full(pacf, pacf->shm_server[j]))
+            || ngx_http_prefix_aware_queue_engine_full(pacf,
+                                                       pacf->shm_server[j]))
         {
             continue;
         }
@@ -146,7 +153,8 @@ ngx_http_prefix_aware_queue_room(ngx_http_prefix_aware_peer_data_t *pd,
         usable++;
 
         if (inflight >= limit
-            || ngx_http_prefix_aware_engine_full(pacf, pacf->shm_server[j]))
+            || ngx_http_prefix_aware_queue_engine_full(pacf,
+                                                       pacf->shm_server[j]))
         {
             continue;
         }
@@ -186,8 +194,28 @@ ngx_http_prefix_aware_queue_match(ngx_http_prefix_aware_peer_data_t *pd)
         return 0;
     }
 
-    return !ngx_http_prefix_aware_engine_full(pacf,
-                                              pacf->shm_server[pick.server]);
+    return !ngx_http_prefix_aware_queue_engine_full(pacf,
+                                             pacf->shm_server[pick.server]);
+}
+
+
+/* load=engine: an engine that reports requests waiting is full */
+
+static ngx_uint_t
+ngx_http_prefix_aware_queue_engine_full(
+    ngx_http_prefix_aware_srv_conf_t *pacf,
+    ngx_http_prefix_aware_shm_server_t *s)
+{
+    if (!pacf->engine_load
+        || s->engine_failing
+        || !((unsigned) s->engine_seen & (1u << PA_PROM_WAITING))
+        || !pa_work_fresh(ngx_current_msec, s->engine_reported,
+                          pacf->metrics_interval))
+    {
+        return 0;
+    }
+
+    return s->engine_waiting > 0;
 }
 
 

@@ -10,11 +10,6 @@
 # 3. while b2's engine reports none, requests go at once.
 # 4. a stale report (the page gone: the poll fails) is not "full": b1
 #    alone reporting a queue with b2's page gone, requests go at once.
-# 5. a request whose prefix its holder has, while that holder's engine
-#    reports requests waiting and the other's none (the same requests in
-#    all, so the work bound alone keeps it there), goes to the other, not
-#    to wait in the engine; when the other reports a queue and the first
-#    none, back to the first.
 
 use strict;
 use warnings;
@@ -31,8 +26,7 @@ my $be = PrefixAware::Scenario->new(name => 'qengines');
 my $html = $be->root . '/html';
 
 sub page {
-    my ($b, $waiting, $running) = @_;
-    $running //= 4;
+    my ($b, $waiting) = @_;
     my $f = "$html/metrics-$b.txt";
     if (!defined $waiting) {
         unlink $f;
@@ -40,7 +34,7 @@ sub page {
     }
     my $m = 'engine="0",model_name="m"';
     open my $fh, '>', "$f.tmp" or die "$f: $!\n";
-    print $fh "vllm:num_requests_running{$m} $running\n"
+    print $fh "vllm:num_requests_running{$m} 4\n"
             . "vllm:num_requests_waiting{$m} $waiting\n"
             . "vllm:kv_cache_usage_perc{$m} 0.5\n";
     close $fh;
@@ -124,38 +118,6 @@ $t0 = time;
 $r = $ng->request(POST => '/x', body => rnd(500));
 is $r->{status}, 200, 'a request goes';
 ok time - $t0 < 0.5, 'at once: a failing report is no queue';
-
-# 5.
-page(b1 => 0, 6);
-page(b2 => 0, 6);
-ok wait_until(sub { reported(0) }, 5), 'both engines report none waiting';
-my $x = rnd(3000);
-my $holder = $ng->request(POST => '/x', body => $x)->{body};
-is $ng->request(POST => '/x', body => $x)->{body}, $holder,
-   'a prefix stays on its holder';
-my ($h, $o) = $holder eq "b1\n" ? qw(b1 b2) : qw(b2 b1);
-page($h => 2, 4);
-ok wait_until(sub {
-       my $s = $ng->status->{servers} or return 0;
-       2 == grep { !$_->{engine}{stale}
-                   && ($_->{engine}{waiting} // -1)
-                      == ($_->{server} =~ /:$port{$h}$/ ? 2 : 0) } @$s;
-   }, 5), "${h}'s engine reports 2 waiting, ${o}'s none";
-$t0 = time;
-$r = $ng->request(POST => '/x', body => $x);
-is $r->{body}, "$o\n", "with its holder's engine queuing, to $o";
-ok time - $t0 < 0.5, 'at once';
-# both hold the prefix now; the queue moves to the other's engine
-page($h => 0, 6);
-page($o => 2, 4);
-ok wait_until(sub {
-       my $s = $ng->status->{servers} or return 0;
-       2 == grep { !$_->{engine}{stale}
-                   && ($_->{engine}{waiting} // -1)
-                      == ($_->{server} =~ /:$port{$o}$/ ? 2 : 0) } @$s;
-   }, 5), "${o}'s engine reports 2 waiting, ${h}'s none";
-is $ng->request(POST => '/x', body => $x)->{body}, $holder,
-   "and the prefix goes back to $h";
 
 my $q = $ng->status->{queue};
 is $q->{released}, 1, '1 released';
