@@ -33,27 +33,21 @@ import pair_trace
 
 def demand(reqs, out_tokens=300):
     """each request's estimate of its server's KV demand when it came"""
-    by = {}
-    for r in reqs.values():
-        by.setdefault(r.get("instance"), []).append(r)
-    out = {}
-    for rs in by.values():
-        rs.sort(key=pair_trace.sent)
-        for k, r in enumerate(rs):
-            at = pair_trace.sent(r)
-            here = [q for q in rs[:k]
-                    if q.get("done") is None or q["done"] > at] + [r]
-            shared = {}
-            own = 0
-            for q in here:
-                c = q.get("cached") or 0
-                g = q.get("group")
-                shared[g] = max(shared.get(g, 0), c)
-                mt = q.get("max_tokens")
-                own += pair_trace.uncached(q) + (
-                    out_tokens if mt is None else mt)
-            out[r["i"]] = sum(shared.values()) + own
-    return out
+
+    def value(r, before, at):
+        here = [q for q in before
+                if q.get("done") is None or q["done"] > at] + [r]
+        shared = {}
+        own = 0
+        for q in here:
+            g = q.get("group")
+            shared[g] = max(shared.get(g, 0), q.get("cached") or 0)
+            mt = q.get("max_tokens")
+            own += pair_trace.uncached(q) + (
+                out_tokens if mt is None else mt)
+        return sum(shared.values()) + own
+
+    return pair_trace.on_server(reqs, value)
 
 
 def report(reqs, capacity=32768, only=(), out_tokens=300, slow=0.1):

@@ -104,9 +104,9 @@ def sent(r):
     return r["t"] + (r.get("wait") or 0) + queued(r)
 
 
-def ahead(reqs):
-    """each request's prefill ahead of it on its server when it came: the
-    tokens not cached of those there before it without a first token"""
+def on_server(reqs, value):
+    """value(r, before, at) for each request, by i: before, the requests
+    sent to its server before it; at, when it reached its server"""
     by = {}
     for r in reqs.values():
         by.setdefault(r.get("instance"), []).append(r)
@@ -114,28 +114,24 @@ def ahead(reqs):
     for rs in by.values():
         rs.sort(key=sent)
         for k, r in enumerate(rs):
-            at = sent(r)
-            out[r["i"]] = sum(
-                uncached(q) for q in rs[:k]
-                if q["t"] + (q.get("wait") or 0) + q["ttft"] > at)
+            out[r["i"]] = value(r, rs[:k], sent(r))
     return out
+
+
+def ahead(reqs):
+    """each request's prefill ahead of it on its server when it came: the
+    tokens not cached of those there before it without a first token"""
+    return on_server(reqs, lambda r, before, at: sum(
+        uncached(q) for q in before
+        if q["t"] + (q.get("wait") or 0) + q["ttft"] > at))
 
 
 def in_flight(reqs):
     """each request's count of requests on its server when it came: those
     sent there before it and not yet answered to the end (the trace's
-    done); None where a trace has no done"""
-    by = {}
-    for r in reqs.values():
-        by.setdefault(r.get("instance"), []).append(r)
-    out = {}
-    for rs in by.values():
-        rs.sort(key=sent)
-        for k, r in enumerate(rs):
-            at = sent(r)
-            out[r["i"]] = sum(1 for q in rs[:k]
-                              if q.get("done") is None or q["done"] > at)
-    return out
+    done; one without counts as in flight)"""
+    return on_server(reqs, lambda r, before, at: sum(
+        1 for q in before if q.get("done") is None or q["done"] > at))
 
 
 def why(a, b, aa, ab, a_p90, margin):
