@@ -25,7 +25,6 @@ P90) and how many took over --slow seconds.
 """
 
 import argparse
-import json
 import sys
 
 import pair_trace
@@ -35,8 +34,7 @@ def demand(reqs, out_tokens=300):
     """each request's estimate of its server's KV demand when it came"""
 
     def value(r, before, at):
-        here = [q for q in before
-                if q.get("done") is None or q["done"] > at] + [r]
+        here = pair_trace.running(before, at) + [r]
         shared = {}
         own = 0
         for q in here:

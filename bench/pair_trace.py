@@ -126,12 +126,16 @@ def ahead(reqs):
         if q["t"] + (q.get("wait") or 0) + q["ttft"] > at))
 
 
+def running(before, at):
+    """those of before not yet answered to the end at "at" (the trace's
+    done; one without counts as running)"""
+    return [q for q in before if q.get("done") is None or q["done"] > at]
+
+
 def in_flight(reqs):
     """each request's count of requests on its server when it came: those
-    sent there before it and not yet answered to the end (the trace's
-    done; one without counts as in flight)"""
-    return on_server(reqs, lambda r, before, at: sum(
-        1 for q in before if q.get("done") is None or q["done"] > at))
+    sent there before it and still running"""
+    return on_server(reqs, lambda r, before, at: len(running(before, at)))
 
 
 def why(a, b, aa, ab, a_p90, margin):
